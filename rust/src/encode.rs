@@ -1,0 +1,451 @@
+//! Outgoing messages, byte-exact as the behaviour reference writes them: minified JSON, keys in
+//! its order, empty optional strings left out, one line each (the trailing `\n` included, since
+//! `request_bytes` counts it).
+
+/// What the client reports about itself in `initialize`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub name: String,
+    pub title: String,
+    pub version: String,
+}
+
+impl Default for ClientInfo {
+    fn default() -> Self {
+        ClientInfo {
+            name: "acp".into(),
+            title: "acp".into(),
+            version: "1.0.0".into(),
+        }
+    }
+}
+
+/// A stdio MCP server the agent is asked to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServer {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// One prompt content block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContentBlock {
+    Text(String),
+    Image {
+        mime_type: String,
+        data: String,
+        uri: String,
+    },
+    Audio {
+        mime_type: String,
+        data: String,
+        uri: String,
+    },
+    TextResource {
+        uri: String,
+        text: String,
+        mime_type: String,
+    },
+    BlobResource {
+        uri: String,
+        blob: String,
+        mime_type: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        mime_type: String,
+        title: String,
+        description: String,
+        size: Option<i64>,
+    },
+}
+
+/// A minified JSON writer that knows whether a comma is due.
+struct Json {
+    out: Vec<u8>,
+    need_comma: bool,
+}
+
+impl Json {
+    fn new() -> Json {
+        Json {
+            out: Vec::with_capacity(256),
+            need_comma: false,
+        }
+    }
+
+    fn separator(&mut self) {
+        if self.need_comma {
+            self.out.push(b',');
+        }
+    }
+
+    fn string(&mut self, value: &str) {
+        serde_json::to_writer(&mut self.out, value).expect("writing to a Vec cannot fail");
+    }
+
+    fn key(&mut self, key: &str) {
+        self.separator();
+        self.string(key);
+        self.out.push(b':');
+        self.need_comma = false;
+    }
+
+    fn open_object(&mut self) {
+        self.separator();
+        self.out.push(b'{');
+        self.need_comma = false;
+    }
+
+    fn open_array(&mut self) {
+        self.separator();
+        self.out.push(b'[');
+        self.need_comma = false;
+    }
+
+    fn close(&mut self, byte: u8) {
+        self.out.push(byte);
+        self.need_comma = true;
+    }
+
+    fn raw(&mut self, json: &str) {
+        self.separator();
+        self.out.extend_from_slice(json.as_bytes());
+        self.need_comma = true;
+    }
+
+    fn str_value(&mut self, value: &str) {
+        self.separator();
+        self.string(value);
+        self.need_comma = true;
+    }
+
+    fn field_str(&mut self, key: &str, value: &str) {
+        self.key(key);
+        self.str_value(value);
+    }
+
+    fn field_raw(&mut self, key: &str, json: &str) {
+        self.key(key);
+        self.raw(json);
+    }
+
+    fn field_optional_str(&mut self, key: &str, value: &str) {
+        if !value.is_empty() {
+            self.field_str(key, value);
+        }
+    }
+
+    /// `{"jsonrpc":"2.0"` — every message starts so.
+    fn message() -> Json {
+        let mut json = Json::new();
+        json.open_object();
+        json.field_str("jsonrpc", "2.0");
+        json
+    }
+
+    fn finish_line(mut self) -> Vec<u8> {
+        self.close(b'}');
+        self.out.push(b'\n');
+        self.out
+    }
+}
+
+pub fn initialize(id: i64, info: &ClientInfo) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", &id.to_string());
+    json.field_str("method", "initialize");
+    json.key("params");
+    json.open_object();
+    json.field_raw("protocolVersion", "1");
+    json.field_raw("clientCapabilities", "{}");
+    json.key("clientInfo");
+    json.open_object();
+    json.field_str("name", &info.name);
+    json.field_str("title", &info.title);
+    json.field_str("version", &info.version);
+    json.close(b'}');
+    json.close(b'}');
+    json.finish_line()
+}
+
+pub fn session_new(id: i64, cwd: &str, servers: &[McpServer]) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", &id.to_string());
+    json.field_str("method", "session/new");
+    json.key("params");
+    json.open_object();
+    json.field_str("cwd", cwd);
+    json.key("mcpServers");
+    write_mcp_servers(&mut json, servers);
+    json.close(b'}');
+    json.finish_line()
+}
+
+fn write_mcp_servers(json: &mut Json, servers: &[McpServer]) {
+    json.open_array();
+    for server in servers {
+        json.open_object();
+        json.field_str("name", &server.name);
+        json.field_str("command", &server.command);
+        json.key("args");
+        json.open_array();
+        for arg in &server.args {
+            json.str_value(arg);
+        }
+        json.close(b']');
+        json.key("env");
+        json.open_array();
+        for (name, value) in &server.env {
+            json.open_object();
+            json.field_str("name", name);
+            json.field_str("value", value);
+            json.close(b'}');
+        }
+        json.close(b']');
+        json.close(b'}');
+    }
+    json.close(b']');
+}
+
+pub fn prompt(id: i64, session_id: &str, content: &[ContentBlock]) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", &id.to_string());
+    json.field_str("method", "session/prompt");
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    json.key("prompt");
+    write_content(&mut json, content);
+    json.close(b'}');
+    json.finish_line()
+}
+
+fn write_content(json: &mut Json, content: &[ContentBlock]) {
+    json.open_array();
+    for block in content {
+        json.open_object();
+        match block {
+            ContentBlock::Text(text) => {
+                json.field_str("type", "text");
+                json.field_str("text", text);
+            }
+            ContentBlock::Image {
+                mime_type,
+                data,
+                uri,
+            } => write_media(json, "image", mime_type, data, uri),
+            ContentBlock::Audio {
+                mime_type,
+                data,
+                uri,
+            } => write_media(json, "audio", mime_type, data, uri),
+            ContentBlock::TextResource {
+                uri,
+                text,
+                mime_type,
+            } => write_resource(json, uri, "text", text, mime_type),
+            ContentBlock::BlobResource {
+                uri,
+                blob,
+                mime_type,
+            } => write_resource(json, uri, "blob", blob, mime_type),
+            ContentBlock::ResourceLink {
+                uri,
+                name,
+                mime_type,
+                title,
+                description,
+                size,
+            } => {
+                json.field_str("type", "resource_link");
+                json.field_str("uri", uri);
+                json.field_str("name", name);
+                json.field_optional_str("mimeType", mime_type);
+                json.field_optional_str("title", title);
+                json.field_optional_str("description", description);
+                if let Some(size) = size {
+                    json.field_raw("size", &size.to_string());
+                }
+            }
+        }
+        json.close(b'}');
+    }
+    json.close(b']');
+}
+
+fn write_media(json: &mut Json, kind: &str, mime_type: &str, data: &str, uri: &str) {
+    json.field_str("type", kind);
+    json.field_str("mimeType", mime_type);
+    json.field_str("data", data);
+    json.field_optional_str("uri", uri);
+}
+
+fn write_resource(json: &mut Json, uri: &str, body_key: &str, body: &str, mime_type: &str) {
+    json.field_str("type", "resource");
+    json.key("resource");
+    json.open_object();
+    json.field_str("uri", uri);
+    json.field_str(body_key, body);
+    json.field_optional_str("mimeType", mime_type);
+    json.close(b'}');
+}
+
+/// The answer to a permission request; `raw_id` is the agent's id exactly as it sent it.
+pub fn permission_answer(raw_id: &str, outcome: &str, option_id: &str) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", raw_id);
+    json.key("result");
+    json.open_object();
+    json.key("outcome");
+    json.open_object();
+    json.field_str("outcome", outcome);
+    json.field_optional_str("optionId", option_id);
+    json.close(b'}');
+    json.close(b'}');
+    json.finish_line()
+}
+
+/// The answer to any agent request the client does not serve.
+pub fn method_not_found(raw_id: &str) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", raw_id);
+    json.field_raw("error", r#"{"code":-32601,"message":"method not found"}"#);
+    json.finish_line()
+}
+
+pub fn cancel(session_id: &str) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_str("method", "session/cancel");
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    json.close(b'}');
+    json.finish_line()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bytes: Vec<u8>) -> String {
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn initialize_matches_the_reference() {
+        assert_eq!(
+            text(initialize(0, &ClientInfo::default())),
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{},\"clientInfo\":{\"name\":\"acp\",\"title\":\"acp\",\"version\":\"1.0.0\"}}}\n"
+        );
+    }
+
+    #[test]
+    fn structured_prompt_content_matches_the_reference() {
+        let content = [
+            ContentBlock::Text("hello".into()),
+            ContentBlock::TextResource {
+                uri: "file:///tmp/context.zig".into(),
+                text: "const answer = 42;".into(),
+                mime_type: "text/zig".into(),
+            },
+            ContentBlock::ResourceLink {
+                uri: "file:///tmp/notes.md".into(),
+                name: "notes.md".into(),
+                mime_type: "text/markdown".into(),
+                title: "Notes".into(),
+                description: "user notes".into(),
+                size: Some(12),
+            },
+        ];
+        let mut json = Json::new();
+        write_content(&mut json, &content);
+        assert_eq!(
+            text(json.out),
+            "[{\"type\":\"text\",\"text\":\"hello\"},{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///tmp/context.zig\",\"text\":\"const answer = 42;\",\"mimeType\":\"text/zig\"}},{\"type\":\"resource_link\",\"uri\":\"file:///tmp/notes.md\",\"name\":\"notes.md\",\"mimeType\":\"text/markdown\",\"title\":\"Notes\",\"description\":\"user notes\",\"size\":12}]"
+        );
+    }
+
+    #[test]
+    fn empty_optionals_are_left_out() {
+        let content = [
+            ContentBlock::Image {
+                mime_type: "image/png".into(),
+                data: "AAAA".into(),
+                uri: String::new(),
+            },
+            ContentBlock::BlobResource {
+                uri: "file:///b".into(),
+                blob: "QQ==".into(),
+                mime_type: String::new(),
+            },
+            ContentBlock::ResourceLink {
+                uri: "u".into(),
+                name: "n".into(),
+                mime_type: String::new(),
+                title: String::new(),
+                description: String::new(),
+                size: None,
+            },
+        ];
+        let mut json = Json::new();
+        write_content(&mut json, &content);
+        assert_eq!(
+            text(json.out),
+            r#"[{"type":"image","mimeType":"image/png","data":"AAAA"},{"type":"resource","resource":{"uri":"file:///b","blob":"QQ=="}},{"type":"resource_link","uri":"u","name":"n"}]"#
+        );
+    }
+
+    #[test]
+    fn mcp_servers_match_the_reference() {
+        let mut json = Json::new();
+        write_mcp_servers(
+            &mut json,
+            &[McpServer {
+                name: "sample".into(),
+                command: "/bin/sample-mcp".into(),
+                args: vec!["serve".into(), "stdio".into()],
+                env: vec![("SAMPLE_SESSION".into(), "session.jsonl".into())],
+            }],
+        );
+        assert_eq!(
+            text(json.out),
+            "[{\"name\":\"sample\",\"command\":\"/bin/sample-mcp\",\"args\":[\"serve\",\"stdio\"],\"env\":[{\"name\":\"SAMPLE_SESSION\",\"value\":\"session.jsonl\"}]}]"
+        );
+    }
+
+    #[test]
+    fn session_new_and_prompt_lines() {
+        assert_eq!(
+            text(session_new(1, "/w", &[])),
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/w\",\"mcpServers\":[]}}\n"
+        );
+        assert_eq!(
+            text(prompt(2, "s", &[ContentBlock::Text("a\"\n".into())])),
+            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"s\",\"prompt\":[{\"type\":\"text\",\"text\":\"a\\\"\\n\"}]}}\n"
+        );
+    }
+
+    #[test]
+    fn answers_echo_the_raw_id() {
+        assert_eq!(
+            text(permission_answer("\"perm-1\"", "selected", "allow")),
+            "{\"jsonrpc\":\"2.0\",\"id\":\"perm-1\",\"result\":{\"outcome\":{\"outcome\":\"selected\",\"optionId\":\"allow\"}}}\n"
+        );
+        assert_eq!(
+            text(permission_answer("0", "cancelled", "")),
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"outcome\":{\"outcome\":\"cancelled\"}}}\n"
+        );
+        assert_eq!(
+            text(method_not_found("123456789012345678901234567890")),
+            "{\"jsonrpc\":\"2.0\",\"id\":123456789012345678901234567890,\"error\":{\"code\":-32601,\"message\":\"method not found\"}}\n"
+        );
+        assert_eq!(
+            text(cancel("s")),
+            "{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\",\"params\":{\"sessionId\":\"s\"}}\n"
+        );
+    }
+}

@@ -1,0 +1,855 @@
+//! The conversation engine: request ids, update numbering and caps, the reply capture with its
+//! overflow record and single `session/cancel`, permission selection, and what every incoming
+//! line means for the call in flight. It takes lines in and gives steps and bytes out; it never
+//! touches a pipe, so a blocking reader, an event loop or an in-memory transport can drive it.
+
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+use crate::encode::{self, ClientInfo, ContentBlock, McpServer};
+use crate::error::{excerpt, AcpError, ProtocolError};
+use crate::wire::{self, Envelope, PermissionFields, UpdateFields, WireError};
+
+/// Caps on traffic; every one must be above zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransferLimits {
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    pub update_bytes: usize,
+    pub update_count: u64,
+    pub response_segment_count: usize,
+}
+
+impl TransferLimits {
+    pub fn validate(&self, transport_epoch: u64) -> Result<(), AcpError> {
+        let fields = [
+            ("request_bytes", self.request_bytes as u64),
+            ("response_bytes", self.response_bytes as u64),
+            ("update_bytes", self.update_bytes as u64),
+            ("update_count", self.update_count),
+            ("response_segment_count", self.response_segment_count as u64),
+        ];
+        for (name, value) in fields {
+            if value == 0 {
+                return Err(AcpError::InvalidLimits(format!(
+                    "transfer_limits.{name} must be above zero (got 0)"
+                )));
+            }
+        }
+        if transport_epoch == 0 {
+            return Err(AcpError::InvalidLimits(
+                "transport_epoch must be nonzero (got 0)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the client grants when the observer leaves a permission request unanswered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PermissionPolicy {
+    pub allowed_tool_kinds: Vec<String>,
+    pub allowed_title_prefixes: Vec<String>,
+}
+
+impl PermissionPolicy {
+    fn allows(&self, kind: Option<&str>, title: Option<&str>) -> bool {
+        kind.is_some_and(|kind| self.allowed_tool_kinds.iter().any(|k| k == kind))
+            || title.is_some_and(|title| {
+                self.allowed_title_prefixes
+                    .iter()
+                    .any(|p| title.starts_with(p.as_str()))
+            })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub limits: TransferLimits,
+    pub transport_epoch: u64,
+    pub client_info: ClientInfo,
+    pub mcp_servers: Vec<McpServer>,
+    pub policy: PermissionPolicy,
+}
+
+/// The known `sessionUpdate` values, in the order of the Python `UpdateKind` enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UpdateKind {
+    UserMessageChunk,
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ToolCall,
+    ToolCallUpdate,
+    Plan,
+    AvailableCommandsUpdate,
+    CurrentModeUpdate,
+    ConfigOptionUpdate,
+    SessionInfoUpdate,
+    UsageUpdate,
+    Unknown,
+}
+
+impl UpdateKind {
+    pub const ALL: [UpdateKind; 12] = [
+        UpdateKind::UserMessageChunk,
+        UpdateKind::AgentMessageChunk,
+        UpdateKind::AgentThoughtChunk,
+        UpdateKind::ToolCall,
+        UpdateKind::ToolCallUpdate,
+        UpdateKind::Plan,
+        UpdateKind::AvailableCommandsUpdate,
+        UpdateKind::CurrentModeUpdate,
+        UpdateKind::ConfigOptionUpdate,
+        UpdateKind::SessionInfoUpdate,
+        UpdateKind::UsageUpdate,
+        UpdateKind::Unknown,
+    ];
+
+    pub fn from_wire(name: &str) -> UpdateKind {
+        match name {
+            "user_message_chunk" => UpdateKind::UserMessageChunk,
+            "agent_message_chunk" => UpdateKind::AgentMessageChunk,
+            "agent_thought_chunk" => UpdateKind::AgentThoughtChunk,
+            "tool_call" => UpdateKind::ToolCall,
+            "tool_call_update" => UpdateKind::ToolCallUpdate,
+            "plan" => UpdateKind::Plan,
+            "available_commands_update" => UpdateKind::AvailableCommandsUpdate,
+            "current_mode_update" => UpdateKind::CurrentModeUpdate,
+            "config_option_update" => UpdateKind::ConfigOptionUpdate,
+            "session_info_update" => UpdateKind::SessionInfoUpdate,
+            "usage_update" => UpdateKind::UsageUpdate,
+            _ => UpdateKind::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateKind::UserMessageChunk => "user_message_chunk",
+            UpdateKind::AgentMessageChunk => "agent_message_chunk",
+            UpdateKind::AgentThoughtChunk => "agent_thought_chunk",
+            UpdateKind::ToolCall => "tool_call",
+            UpdateKind::ToolCallUpdate => "tool_call_update",
+            UpdateKind::Plan => "plan",
+            UpdateKind::AvailableCommandsUpdate => "available_commands_update",
+            UpdateKind::CurrentModeUpdate => "current_mode_update",
+            UpdateKind::ConfigOptionUpdate => "config_option_update",
+            UpdateKind::SessionInfoUpdate => "session_info_update",
+            UpdateKind::UsageUpdate => "usage_update",
+            UpdateKind::Unknown => "unknown",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One numbered update, borrowed from its line.
+#[derive(Debug)]
+pub struct UpdateEvent<'a> {
+    pub kind: UpdateKind,
+    /// The wire name, which differs from `kind` only for `Unknown`.
+    pub session_update: Cow<'a, str>,
+    pub transport_epoch: u64,
+    pub update_sequence: u64,
+    pub session_id: Cow<'a, str>,
+    /// The exact line, surrounding whitespace trimmed.
+    pub envelope: &'a str,
+    pub text: Cow<'a, str>,
+    pub message_id: Option<Cow<'a, str>>,
+    pub tool_call_id: Option<Cow<'a, str>>,
+}
+
+impl<'a> UpdateEvent<'a> {
+    fn text_of(kind: UpdateKind, fields: &UpdateFields<'a>) -> Cow<'a, str> {
+        let take = |s: &wire::Str<'a>| s.0.clone().unwrap_or(Cow::Borrowed(""));
+        match kind {
+            UpdateKind::UserMessageChunk
+            | UpdateKind::AgentMessageChunk
+            | UpdateKind::AgentThoughtChunk => match &fields.content.0 {
+                Some(content) if content.kind.as_str() == Some("text") => take(&content.text),
+                _ => Cow::Borrowed(""),
+            },
+            UpdateKind::ToolCall | UpdateKind::ToolCallUpdate | UpdateKind::SessionInfoUpdate => {
+                take(&fields.title)
+            }
+            UpdateKind::CurrentModeUpdate => take(&fields.current_mode_id),
+            UpdateKind::Plan => {
+                let entries = fields.entries.0.as_deref().unwrap_or(&[]);
+                let parts: Vec<&str> = entries
+                    .iter()
+                    .filter_map(|entry| entry.0.as_ref().and_then(|e| e.content.as_str()))
+                    .collect();
+                match parts.as_slice() {
+                    [] => Cow::Borrowed(""),
+                    [only] => Cow::Owned((*only).to_owned()),
+                    _ => Cow::Owned(parts.join("\n")),
+                }
+            }
+            _ => Cow::Borrowed(""),
+        }
+    }
+}
+
+/// A permission request from the agent, borrowed from its line.
+#[derive(Debug)]
+pub struct PermissionEvent<'a> {
+    /// The agent's id, exactly as sent.
+    pub raw_id: &'a str,
+    pub envelope: &'a str,
+    pub fields: PermissionFields<'a>,
+}
+
+/// A decision on a permission request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    pub outcome: String,
+    pub option_id: String,
+    pub option_kind: String,
+}
+
+impl Selection {
+    fn cancelled() -> Selection {
+        Selection {
+            outcome: "cancelled".into(),
+            option_id: String::new(),
+            option_kind: String::new(),
+        }
+    }
+}
+
+/// A permission request as the observer sees it (owned, so it can outlive the line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionRecord {
+    pub session_id: String,
+    pub tool_call_id: String,
+    pub title: String,
+    pub tool_kind: String,
+    pub status: String,
+    pub outcome: String,
+    pub option_id: String,
+    pub option_kind: String,
+    /// (option_id, name, kind) of every object in `options`; absent fields are "".
+    pub options: Vec<(String, String, String)>,
+    pub envelope: String,
+    /// The agent's id as raw JSON text.
+    pub request_id: String,
+}
+
+impl PermissionEvent<'_> {
+    /// The request with a decision (the preview has outcome "pending" and an empty envelope).
+    pub fn record(&self, selection: &Selection, with_envelope: bool) -> PermissionRecord {
+        let tool = self.fields.tool_call.0.clone().unwrap_or_default();
+        let options = self
+            .fields
+            .options
+            .0
+            .as_deref()
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|option| option.0.as_ref())
+            .map(|o| {
+                (
+                    o.option_id.or_empty().to_owned(),
+                    o.name.or_empty().to_owned(),
+                    o.kind.or_empty().to_owned(),
+                )
+            })
+            .collect();
+        PermissionRecord {
+            session_id: self.fields.session_id.or_empty().to_owned(),
+            tool_call_id: tool.tool_call_id.or_empty().to_owned(),
+            title: tool.title.or_empty().to_owned(),
+            tool_kind: tool.kind.or_empty().to_owned(),
+            status: tool.status.or_empty().to_owned(),
+            outcome: selection.outcome.clone(),
+            option_id: selection.option_id.clone(),
+            option_kind: selection.option_kind.clone(),
+            options,
+            envelope: if with_envelope {
+                self.envelope.to_owned()
+            } else {
+                String::new()
+            },
+            request_id: self.raw_id.to_owned(),
+        }
+    }
+
+    pub fn preview(&self) -> PermissionRecord {
+        self.record(
+            &Selection {
+                outcome: "pending".into(),
+                option_id: String::new(),
+                option_kind: String::new(),
+            },
+            false,
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverflowKind {
+    ResponseBytes,
+    ResponseSegments,
+}
+
+impl OverflowKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverflowKind::ResponseBytes => "response_bytes",
+            OverflowKind::ResponseSegments => "response_segments",
+        }
+    }
+}
+
+/// A record that a reply stopped at a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    pub kind: OverflowKind,
+    pub admitted_bytes: usize,
+    pub admitted_segments: usize,
+    pub withheld_update_sequence: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptOutcome {
+    pub response: String,
+    pub stop_reason: String,
+    pub overflow: Option<Overflow>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamedEntry {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+}
+
+/// The agent's answer to `initialize`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InitializeInfo {
+    pub protocol_version: i64,
+    pub load_session: bool,
+    pub prompt_image: bool,
+    pub prompt_audio: bool,
+    pub prompt_embedded_content: bool,
+    pub auth_methods: Vec<NamedEntry>,
+    /// `agentInfo` as raw JSON text, when it is an object.
+    pub agent_info: Option<String>,
+    /// The whole result object as raw JSON text.
+    pub raw: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModesInfo {
+    pub current: String,
+    pub available: Vec<NamedEntry>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    Initialize,
+    SessionNew,
+    Prompt,
+}
+
+impl CallKind {
+    pub fn method(self) -> &'static str {
+        match self {
+            CallKind::Initialize => "initialize",
+            CallKind::SessionNew => "session/new",
+            CallKind::Prompt => "session/prompt",
+        }
+    }
+}
+
+/// The awaited response arrived and was applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion {
+    Initialized,
+    SessionOpened,
+    Prompted(PromptOutcome),
+}
+
+/// What one incoming line asks of the driver.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// Nothing to do (a blank line, a notification the client does not serve).
+    Nothing,
+    /// Write these bytes to the agent (the answer to a request the client does not serve).
+    Send(Vec<u8>),
+    /// Hand the update to the observer, then call `Engine::admit_update`.
+    Update(UpdateEvent<'a>),
+    /// Decide (observer first, then `Engine::policy_selection`), commit, then send
+    /// `Engine::permission_answer`.
+    Permission(PermissionEvent<'a>),
+    /// The awaited response; the call is over.
+    Done(Completion),
+}
+
+#[derive(Default)]
+struct Capture {
+    text: String,
+    segments: usize,
+    overflow: Option<Overflow>,
+}
+
+struct Pending {
+    id: i64,
+    kind: CallKind,
+    capture: Capture,
+}
+
+pub struct Engine {
+    config: Config,
+    next_id: i64,
+    next_update_sequence: u64,
+    session_id: Option<String>,
+    initialize: InitializeInfo,
+    modes: ModesInfo,
+    agent_error: Option<String>,
+    pending: Option<Pending>,
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let start = line.iter().position(|b| !is_space(b)).unwrap_or(line.len());
+    let end = line.iter().rposition(|b| !is_space(b)).map_or(start, |i| i + 1);
+    &line[start..end]
+}
+
+impl Engine {
+    pub fn new(config: Config) -> Result<Engine, AcpError> {
+        config.limits.validate(config.transport_epoch)?;
+        Ok(Engine {
+            config,
+            next_id: 0,
+            next_update_sequence: 1,
+            session_id: None,
+            initialize: InitializeInfo::default(),
+            modes: ModesInfo::default(),
+            agent_error: None,
+            pending: None,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn next_update_sequence(&self) -> u64 {
+        self.next_update_sequence
+    }
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+    pub fn initialize(&self) -> &InitializeInfo {
+        &self.initialize
+    }
+    pub fn modes(&self) -> &ModesInfo {
+        &self.modes
+    }
+    pub fn agent_error(&self) -> Option<&str> {
+        self.agent_error.as_deref()
+    }
+    /// The call in flight: its method and id.
+    pub fn pending(&self) -> Option<(CallKind, i64)> {
+        self.pending.as_ref().map(|p| (p.kind, p.id))
+    }
+
+    fn checked(&self, bytes: Vec<u8>, what: &str) -> Result<Vec<u8>, AcpError> {
+        let limit = self.config.limits.request_bytes;
+        if bytes.len() > limit {
+            return Err(AcpError::RequestCapacityExceeded(format!(
+                "{what} is {} bytes (newline included), more than transfer_limits.request_bytes ({limit}); nothing was sent",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    fn begin(&mut self, kind: CallKind, encode: impl FnOnce(i64) -> Vec<u8>) -> Result<Vec<u8>, AcpError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending = None;
+        let bytes = self.checked(encode(id), &format!("the {} request", kind.method()))?;
+        self.pending = Some(Pending {
+            id,
+            kind,
+            capture: Capture::default(),
+        });
+        Ok(bytes)
+    }
+
+    /// The `initialize` request; its response completes the call.
+    pub fn begin_initialize(&mut self) -> Result<Vec<u8>, AcpError> {
+        let info = self.config.client_info.clone();
+        self.begin(CallKind::Initialize, |id| encode::initialize(id, &info))
+    }
+
+    /// The `session/new` request for `cwd`.
+    pub fn begin_session_new(&mut self, cwd: &str) -> Result<Vec<u8>, AcpError> {
+        let servers = std::mem::take(&mut self.config.mcp_servers);
+        let result = self.begin(CallKind::SessionNew, |id| encode::session_new(id, cwd, &servers));
+        self.config.mcp_servers = servers;
+        result
+    }
+
+    /// The `session/prompt` request; fails before `start` has opened a session.
+    pub fn begin_prompt(&mut self, content: &[ContentBlock]) -> Result<Vec<u8>, AcpError> {
+        let Some(session_id) = self.session_id.clone() else {
+            return Err(AcpError::protocol(
+                "no session is open: call start() before sending a prompt",
+            ));
+        };
+        self.begin(CallKind::Prompt, |id| encode::prompt(id, &session_id, content))
+    }
+
+    /// Abandons the call in flight (after an error or an interrupt).
+    pub fn abandon(&mut self) {
+        self.pending = None;
+    }
+
+    /// The error for the agent's output ending while a call waits.
+    pub fn output_ended(&self) -> AcpError {
+        match self.pending() {
+            Some((kind, id)) => AcpError::protocol(format!(
+                "the agent's output ended before the response to {} (id {id}): the agent exited or closed its stdout",
+                kind.method()
+            )),
+            None => AcpError::protocol("the agent's output ended"),
+        }
+    }
+
+    /// Interprets one line (its `\n` already removed).
+    pub fn handle_line<'a>(&mut self, line: &'a [u8]) -> Result<Step<'a>, AcpError> {
+        let line = trim(line);
+        if line.is_empty() {
+            return Ok(Step::Nothing);
+        }
+        let envelope = match std::str::from_utf8(line) {
+            Ok(text) => text,
+            Err(e) => {
+                return Err(AcpError::protocol(format!(
+                    "the agent sent a line that is not valid UTF-8 (at byte {}): {}",
+                    e.valid_up_to(),
+                    excerpt(line, 200)
+                )))
+            }
+        };
+        let message = wire::classify(line).map_err(|e| self.wire_error(&e, line))?;
+        if let Some(pending) = &self.pending {
+            if message.is_response_for(pending.id) {
+                return self.complete(&message).map(Step::Done);
+            }
+        }
+        match message.method.as_deref() {
+            Some("session/update") => self.update(&message, envelope).map(Step::Update),
+            Some("session/request_permission") => match message.id {
+                Some(raw_id) => Ok(Step::Permission(PermissionEvent {
+                    raw_id: raw_id.get(),
+                    envelope,
+                    fields: wire::permission_request(message.params),
+                })),
+                None => Err(AcpError::protocol(format!(
+                    "the agent sent session/request_permission without an id, so it cannot be answered: {}",
+                    excerpt(line, 200)
+                ))),
+            },
+            Some(_) => match message.id {
+                Some(raw_id) => Ok(Step::Send(
+                    self.checked(encode::method_not_found(raw_id.get()), "the method-not-found answer")?,
+                )),
+                None => Ok(Step::Nothing),
+            },
+            None => Err(self.unexpected(line)),
+        }
+    }
+
+    fn waiting_for(&self) -> String {
+        match self.pending() {
+            Some((kind, id)) => format!("the response to {} (id {id})", kind.method()),
+            None => "no response (no call in flight)".into(),
+        }
+    }
+
+    fn unexpected(&self, line: &[u8]) -> AcpError {
+        AcpError::protocol(format!(
+            "unexpected message from the agent while waiting for {}: not a response with that id carrying result or error, a request, or a notification: {}",
+            self.waiting_for(),
+            excerpt(line, 200)
+        ))
+    }
+
+    fn wire_error(&self, error: &WireError, line: &[u8]) -> AcpError {
+        match error {
+            WireError::NotAnObject => AcpError::protocol(format!(
+                "the agent sent JSON that is not a JSON object while waiting for {}: {}",
+                self.waiting_for(),
+                excerpt(line, 200)
+            )),
+            other => AcpError::protocol(format!(
+                "the agent sent {other} while waiting for {}: {}",
+                self.waiting_for(),
+                excerpt(line, 200)
+            )),
+        }
+    }
+
+    fn update<'a>(&mut self, message: &Envelope<'a>, envelope: &'a str) -> Result<UpdateEvent<'a>, AcpError> {
+        let limits = self.config.limits;
+        let update_sequence = self.next_update_sequence;
+        if update_sequence > limits.update_count {
+            return Err(AcpError::UpdateCountCapacityExceeded(format!(
+                "update {update_sequence} would pass transfer_limits.update_count ({}), the most updates this client accepts over its life",
+                limits.update_count
+            )));
+        }
+        if envelope.len() > limits.update_bytes {
+            return Err(AcpError::UpdateCapacityExceeded(format!(
+                "a session/update of {} bytes is larger than transfer_limits.update_bytes ({})",
+                envelope.len(),
+                limits.update_bytes
+            )));
+        }
+        self.next_update_sequence = update_sequence.checked_add(1).ok_or_else(|| {
+            AcpError::UpdateCountCapacityExceeded("the update sequence cannot go past 2^64 - 1".into())
+        })?;
+        let update = wire::session_update(message.params).map_err(|e| {
+            AcpError::protocol(format!(
+                "malformed {e} (update {update_sequence}): {}",
+                excerpt(envelope.as_bytes(), 200)
+            ))
+        })?;
+        let wire_name = update.fields.session_update.0.clone().unwrap_or_default();
+        let kind = UpdateKind::from_wire(&wire_name);
+        let text = UpdateEvent::text_of(kind, &update.fields);
+        Ok(UpdateEvent {
+            kind,
+            session_update: wire_name,
+            transport_epoch: self.config.transport_epoch,
+            update_sequence,
+            session_id: update.session_id,
+            envelope,
+            text,
+            message_id: update.fields.message_id.0,
+            tool_call_id: update.fields.tool_call_id.0,
+        })
+    }
+
+    /// After the observer has seen `update`: joins an agent message chunk to the reply within the
+    /// reply limits. Returns the `session/cancel` to send when this chunk is the first one left out.
+    pub fn admit_update(&mut self, update: &UpdateEvent<'_>) -> Result<Option<Vec<u8>>, AcpError> {
+        if update.kind != UpdateKind::AgentMessageChunk {
+            return Ok(None);
+        }
+        let limits = self.config.limits;
+        let Some(pending) = self.pending.as_mut() else {
+            return Ok(None);
+        };
+        if pending.kind != CallKind::Prompt {
+            return Ok(None);
+        }
+        let capture = &mut pending.capture;
+        if capture.overflow.is_some() {
+            return Ok(None);
+        }
+        let kind = if capture.segments + 1 > limits.response_segment_count {
+            Some(OverflowKind::ResponseSegments)
+        } else if capture.text.len().saturating_add(update.text.len()) > limits.response_bytes {
+            Some(OverflowKind::ResponseBytes)
+        } else {
+            None
+        };
+        match kind {
+            None => {
+                capture.text.push_str(&update.text);
+                capture.segments += 1;
+                Ok(None)
+            }
+            Some(kind) => {
+                capture.overflow = Some(Overflow {
+                    kind,
+                    admitted_bytes: capture.text.len(),
+                    admitted_segments: capture.segments,
+                    withheld_update_sequence: update.update_sequence,
+                });
+                let session_id = self.session_id.clone().unwrap_or_default();
+                self.checked(encode::cancel(&session_id), "the session/cancel notification")
+                    .map(Some)
+            }
+        }
+    }
+
+    /// The permission policy's choice, in the reference's option order.
+    pub fn policy_selection(&self, event: &PermissionEvent<'_>) -> Selection {
+        let Some(options) = event.fields.options.0.as_deref() else {
+            return Selection::cancelled();
+        };
+        let tool = event.fields.tool_call.0.as_ref();
+        let allowed = tool.is_some_and(|t| {
+            self.config
+                .policy
+                .allows(t.kind.as_str(), t.title.as_str())
+        });
+        let candidates = || {
+            options.iter().filter_map(|option| {
+                let option = option.0.as_ref()?;
+                Some((option.kind.as_str()?, option.option_id.as_str()?))
+            })
+        };
+        let first = |wanted: &str| {
+            candidates()
+                .find(|(kind, _)| *kind == wanted)
+                .map(|(kind, id)| Selection {
+                    outcome: "selected".into(),
+                    option_id: id.into(),
+                    option_kind: kind.into(),
+                })
+        };
+        if allowed {
+            if let Some(selection) = first("allow_once").or_else(|| first("allow_always")) {
+                return selection;
+            }
+        }
+        if let Some(selection) = first("reject_once") {
+            return selection;
+        }
+        candidates()
+            .filter(|(kind, _)| *kind == "reject_always")
+            .last()
+            .map(|(kind, id)| Selection {
+                outcome: "selected".into(),
+                option_id: id.into(),
+                option_kind: kind.into(),
+            })
+            .unwrap_or_else(Selection::cancelled)
+    }
+
+    /// The answer that carries `selection` to the agent.
+    pub fn permission_answer(&self, event: &PermissionEvent<'_>, selection: &Selection) -> Result<Vec<u8>, AcpError> {
+        self.checked(
+            encode::permission_answer(event.raw_id, &selection.outcome, &selection.option_id),
+            "the session/request_permission answer",
+        )
+    }
+
+    fn result_object<'a>(&mut self, message: &Envelope<'a>, kind: CallKind, id: i64) -> Result<&'a RawValue, AcpError> {
+        if let Some(error) = message.error {
+            let answer = wire::error_answer(error);
+            if let Some(text) = &answer.message {
+                self.agent_error = Some(text.clone());
+            }
+            let code = answer.code.map_or_else(|| "without a code".to_owned(), |c| c.to_string());
+            let text = answer.message.clone().unwrap_or_else(|| "(no message)".into());
+            return Err(AcpError::AgentProtocol(ProtocolError {
+                description: format!("the agent answered {} (id {id}) with error {code}: {text}", kind.method()),
+                code: answer.code,
+                message: answer.message,
+                data: answer.data,
+            }));
+        }
+        match message.result {
+            Some(result) if result.get().starts_with('{') => Ok(result),
+            Some(result) => Err(AcpError::protocol(format!(
+                "the agent's result for {} (id {id}) is not a JSON object: {}",
+                kind.method(),
+                excerpt(result.get().as_bytes(), 200)
+            ))),
+            None => Err(AcpError::protocol(format!(
+                "the agent's response to {} (id {id}) has no result",
+                kind.method()
+            ))),
+        }
+    }
+
+    fn complete(&mut self, message: &Envelope<'_>) -> Result<Completion, AcpError> {
+        let pending = self.pending.take().expect("complete() runs only with a call in flight");
+        let (kind, id) = (pending.kind, pending.id);
+        let result = self.result_object(message, kind, id)?;
+        let malformed = |e: WireError| AcpError::protocol(format!("malformed {e}"));
+        match kind {
+            CallKind::Initialize => {
+                let fields = wire::initialize_result(result).map_err(malformed)?;
+                let version = fields
+                    .protocol_version
+                    .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
+                match version {
+                    Some(1) => {}
+                    Some(other) => {
+                        return Err(AcpError::protocol(format!(
+                            "the agent speaks ACP protocol version {other}; this client speaks version 1"
+                        )))
+                    }
+                    None => {
+                        return Err(AcpError::protocol(format!(
+                            "the agent's initialize result has no integer protocolVersion: {}",
+                            excerpt(result.get().as_bytes(), 200)
+                        )))
+                    }
+                }
+                let caps = fields.capabilities.0.unwrap_or_default();
+                let prompt = caps.prompt.0.unwrap_or_default();
+                self.initialize = InitializeInfo {
+                    protocol_version: 1,
+                    load_session: caps.load_session.0,
+                    prompt_image: prompt.image.0,
+                    prompt_audio: prompt.audio.0,
+                    prompt_embedded_content: prompt.embedded_context.0 || prompt.embedded_content.0,
+                    auth_methods: named_entries(fields.auth_methods.0),
+                    agent_info: fields
+                        .agent_info
+                        .filter(|raw| raw.get().starts_with('{'))
+                        .map(|raw| raw.get().to_owned()),
+                    raw: result.get().to_owned(),
+                };
+                Ok(Completion::Initialized)
+            }
+            CallKind::SessionNew => {
+                let fields = wire::session_new_result(result).map_err(malformed)?;
+                let Some(session_id) = fields.session_id.0 else {
+                    return Err(AcpError::protocol(format!(
+                        "the agent's session/new result has no string sessionId: {}",
+                        excerpt(result.get().as_bytes(), 200)
+                    )));
+                };
+                self.session_id = Some(session_id.into_owned());
+                self.modes = match fields.modes.0 {
+                    Some(modes) => ModesInfo {
+                        current: modes.current.or_empty().to_owned(),
+                        available: named_entries(modes.available.0),
+                    },
+                    None => ModesInfo::default(),
+                };
+                Ok(Completion::SessionOpened)
+            }
+            CallKind::Prompt => {
+                let fields = wire::prompt_result(result).map_err(malformed)?;
+                let Some(stop_reason) = fields.stop_reason.0 else {
+                    return Err(AcpError::protocol(format!(
+                        "the agent's session/prompt result has no string stopReason: {}",
+                        excerpt(result.get().as_bytes(), 200)
+                    )));
+                };
+                Ok(Completion::Prompted(PromptOutcome {
+                    response: pending.capture.text,
+                    stop_reason: stop_reason.into_owned(),
+                    overflow: pending.capture.overflow,
+                }))
+            }
+        }
+    }
+}
+
+fn named_entries(items: Option<Vec<wire::Obj<wire::NamedEntry<'_>>>>) -> Vec<NamedEntry> {
+    items
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|item| item.0)
+        .map(|e| NamedEntry {
+            id: e.id.or_empty().to_owned(),
+            name: e.name.or_empty().to_owned(),
+            description: e.description.or_empty().to_owned(),
+        })
+        .collect()
+}

@@ -1,0 +1,87 @@
+//! The client's errors. Each message says what happened in a host developer's words: which limit,
+//! its value, and what was seen. The Python layer maps each variant to the exception of the same
+//! name in `acp_fast`.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AcpError {
+    InvalidLimits(String),
+    CapacityOverflow(String),
+    AgentTransportFailed(String),
+    AgentProtocol(ProtocolError),
+    MissingDurableObserver(String),
+    RequestCapacityExceeded(String),
+    UpdateCapacityExceeded(String),
+    UpdateCountCapacityExceeded(String),
+    ReaderMessageCapacityExceeded(String),
+}
+
+/// An `AgentProtocolError`, with the JSON-RPC error's fields when the agent answered with one.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProtocolError {
+    pub description: String,
+    pub code: Option<i64>,
+    pub message: Option<String>,
+    /// The error's `data` as raw JSON text.
+    pub data: Option<String>,
+}
+
+impl AcpError {
+    pub fn protocol(description: impl Into<String>) -> AcpError {
+        AcpError::AgentProtocol(ProtocolError {
+            description: description.into(),
+            ..ProtocolError::default()
+        })
+    }
+
+    /// The name of the matching Python exception class.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            AcpError::InvalidLimits(_) => "InvalidLimits",
+            AcpError::CapacityOverflow(_) => "CapacityOverflow",
+            AcpError::AgentTransportFailed(_) => "AgentTransportFailed",
+            AcpError::AgentProtocol(_) => "AgentProtocolError",
+            AcpError::MissingDurableObserver(_) => "MissingDurableObserver",
+            AcpError::RequestCapacityExceeded(_) => "RequestCapacityExceeded",
+            AcpError::UpdateCapacityExceeded(_) => "UpdateCapacityExceeded",
+            AcpError::UpdateCountCapacityExceeded(_) => "UpdateCountCapacityExceeded",
+            AcpError::ReaderMessageCapacityExceeded(_) => "ReaderMessageCapacityExceeded",
+        }
+    }
+
+    pub fn description(&self) -> &str {
+        match self {
+            AcpError::AgentProtocol(p) => &p.description,
+            AcpError::InvalidLimits(m)
+            | AcpError::CapacityOverflow(m)
+            | AcpError::AgentTransportFailed(m)
+            | AcpError::MissingDurableObserver(m)
+            | AcpError::RequestCapacityExceeded(m)
+            | AcpError::UpdateCapacityExceeded(m)
+            | AcpError::UpdateCountCapacityExceeded(m)
+            | AcpError::ReaderMessageCapacityExceeded(m) => m,
+        }
+    }
+}
+
+impl fmt::Display for AcpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class_name(), self.description())
+    }
+}
+
+impl std::error::Error for AcpError {}
+
+/// At most `limit` bytes of a line, for error messages (cut on a char boundary).
+pub fn excerpt(line: &[u8], limit: usize) -> String {
+    let text = String::from_utf8_lossy(line);
+    if text.len() <= limit {
+        return text.into_owned();
+    }
+    let mut cut = limit;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..cut], line.len())
+}

@@ -1,0 +1,664 @@
+//! Incoming messages: classify one line (response / request / notification) and pull out the
+//! fields the client acts on, borrowing from the line. No generic JSON tree is built: serde
+//! visits the line once for the envelope (nested values are kept as raw slices) and once more
+//! for the params of the messages the client acts on. Fields of the wrong JSON type read as
+//! absent, as the behaviour reference does; only what the protocol cannot do without is required.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Why a line is not a usable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireError {
+    /// Not JSON at all (with serde's description, which names line and column).
+    InvalidJson(String),
+    /// Valid JSON, but not an object.
+    NotAnObject,
+    /// A message the client acts on lacks something it needs.
+    Malformed(String),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::InvalidJson(detail) => write!(f, "invalid JSON ({detail})"),
+            WireError::NotAnObject => write!(f, "a JSON value that is not a JSON object"),
+            WireError::Malformed(detail) => write!(f, "{detail}"),
+        }
+    }
+}
+
+/// A JSON value that must be present even when it is `null` (`Option<&RawValue>` alone would
+/// read `"id": null` as absent, and the reference answers a request whose id is null).
+fn present_raw<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// The top level of any JSON-RPC message, nested values left raw.
+#[derive(Deserialize)]
+struct RawEnvelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    error: Option<&'a RawValue>,
+}
+
+/// One classified line.
+#[derive(Debug)]
+pub struct Envelope<'a> {
+    /// The id exactly as sent (any JSON value), when present.
+    pub id: Option<&'a RawValue>,
+    /// The method, when present and a string.
+    pub method: Option<Cow<'a, str>>,
+    pub params: Option<&'a RawValue>,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
+}
+
+impl<'a> Envelope<'a> {
+    /// The id when it is a JSON integer that fits i64 (the client's own ids are).
+    pub fn integer_id(&self) -> Option<i64> {
+        let text = self.id?.get();
+        let first = text.as_bytes().first()?;
+        if !(first.is_ascii_digit() || *first == b'-') {
+            return None;
+        }
+        serde_json::from_str::<i64>(text).ok()
+    }
+
+    /// A response to request `id`: the id matches and `result` or `error` is present.
+    pub fn is_response_for(&self, id: i64) -> bool {
+        self.integer_id() == Some(id) && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// Parses the top level of a line (already trimmed of surrounding whitespace).
+pub fn classify(line: &[u8]) -> Result<Envelope<'_>, WireError> {
+    match line.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(_) => {
+            // Tell "not JSON" apart from "JSON, but not an object".
+            return match serde_json::from_slice::<IgnoredAny>(line) {
+                Ok(_) => Err(WireError::NotAnObject),
+                Err(e) => Err(WireError::InvalidJson(e.to_string())),
+            };
+        }
+        None => return Err(WireError::InvalidJson("empty line".into())),
+    }
+    let raw: RawEnvelope<'_> =
+        serde_json::from_slice(line).map_err(|e| WireError::InvalidJson(e.to_string()))?;
+    let method = match raw.method {
+        Some(value) if value.get().starts_with('"') => {
+            Some(serde_json::from_str::<Cow<'_, str>>(value.get()).map_err(|e| {
+                WireError::InvalidJson(e.to_string())
+            })?)
+        }
+        _ => None,
+    };
+    Ok(Envelope {
+        id: raw.id,
+        method,
+        params: raw.params,
+        result: raw.result,
+        error: raw.error,
+    })
+}
+
+// --- lenient field types -------------------------------------------------------------------
+
+/// A string field that reads as `None` when absent or of another JSON type.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Str<'a>(pub Option<Cow<'a, str>>);
+
+impl<'a> Str<'a> {
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+    pub fn or_empty(&self) -> &str {
+        self.0.as_deref().unwrap_or("")
+    }
+}
+
+struct StrVisitor;
+
+impl<'de> Visitor<'de> for StrVisitor {
+    type Value = Str<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Owned(v))))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Str(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Str(None))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrVisitor)
+    }
+}
+
+/// A boolean field that reads as `false` unless it is `true`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = IgnoredOr::<bool>::deserialize(d)?;
+        Ok(Flag(value.0 == Some(true)))
+    }
+}
+
+/// An object field parsed as `T` when it is an object, `None` for any other JSON type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Obj<T>(pub Option<T>);
+
+impl<T> Default for Obj<T> {
+    fn default() -> Self {
+        Obj(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjVisitor<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|v| Obj(Some(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Obj(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Obj(None))
+            }
+        }
+        d.deserialize_any(ObjVisitor(std::marker::PhantomData))
+    }
+}
+
+/// An array field: `Some(items)` when it is an array, `None` otherwise. Items are lenient `T`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arr<T>(pub Option<Vec<T>>);
+
+impl<T> Default for Arr<T> {
+    fn default() -> Self {
+        Arr(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Arr<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = IgnoredOr::<Vec<T>>::deserialize(d)?;
+        Ok(Arr(value.0))
+    }
+}
+
+/// `T` when the value has T's JSON shape, `None` (value skipped) otherwise.
+struct IgnoredOr<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for IgnoredOr<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Buffering through RawValue keeps this generic without a tree: T gets a second,
+        // strict look at a slice that is already known to be valid JSON.
+        let raw = <&RawValue>::deserialize(d)?;
+        Ok(IgnoredOr(serde_json::from_str::<T>(raw.get()).ok()))
+    }
+}
+
+// --- the messages the client acts on --------------------------------------------------------
+
+#[derive(Deserialize, Default, Debug)]
+pub struct TextContent<'a> {
+    #[serde(default, borrow, rename = "type")]
+    pub kind: Str<'a>,
+    #[serde(default, borrow)]
+    pub text: Str<'a>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+pub struct PlanEntry<'a> {
+    #[serde(default, borrow)]
+    pub content: Str<'a>,
+}
+
+/// The fields of `params.update` the client reads.
+#[derive(Deserialize, Default, Debug)]
+pub struct UpdateFields<'a> {
+    #[serde(default, borrow, rename = "sessionUpdate")]
+    pub session_update: Str<'a>,
+    #[serde(default, borrow)]
+    pub content: Obj<TextContent<'a>>,
+    #[serde(default, borrow, rename = "toolCallId")]
+    pub tool_call_id: Str<'a>,
+    #[serde(default, borrow, rename = "messageId")]
+    pub message_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub title: Str<'a>,
+    #[serde(default, borrow, rename = "currentModeId")]
+    pub current_mode_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub entries: Arr<Obj<PlanEntry<'a>>>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+struct UpdateParams<'a> {
+    #[serde(default, borrow, rename = "sessionId")]
+    session_id: Str<'a>,
+    #[serde(default, borrow)]
+    update: Obj<UpdateFields<'a>>,
+}
+
+/// What a `session/update` carries, borrowed from its line.
+#[derive(Debug)]
+pub struct SessionUpdate<'a> {
+    pub session_id: Cow<'a, str>,
+    pub fields: UpdateFields<'a>,
+}
+
+fn params_object<'a>(params: Option<&'a RawValue>, what: &str) -> Result<&'a str, WireError> {
+    match params {
+        Some(raw) if raw.get().starts_with('{') => Ok(raw.get()),
+        Some(_) => Err(WireError::Malformed(format!("{what} whose params is not a JSON object"))),
+        None => Err(WireError::Malformed(format!("{what} without params"))),
+    }
+}
+
+/// Reads a `session/update`'s params; fails when there is no params object, no update object
+/// or no string `sessionUpdate`.
+pub fn session_update(params: Option<&RawValue>) -> Result<SessionUpdate<'_>, WireError> {
+    let text = params_object(params, "session/update")?;
+    let parsed: UpdateParams<'_> = serde_json::from_str(text)
+        .map_err(|e| WireError::Malformed(format!("session/update params unreadable: {e}")))?;
+    let fields = parsed.update.0.ok_or_else(|| {
+        WireError::Malformed("session/update whose params.update is missing or not an object".into())
+    })?;
+    if fields.session_update.0.is_none() {
+        return Err(WireError::Malformed(
+            "session/update whose params.update.sessionUpdate is missing or not a string".into(),
+        ));
+    }
+    Ok(SessionUpdate {
+        session_id: parsed.session_id.0.unwrap_or(Cow::Borrowed("")),
+        fields,
+    })
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+pub struct ToolCallFields<'a> {
+    #[serde(default, borrow, rename = "toolCallId")]
+    pub tool_call_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub title: Str<'a>,
+    #[serde(default, borrow)]
+    pub kind: Str<'a>,
+    #[serde(default, borrow)]
+    pub status: Str<'a>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+pub struct OptionFields<'a> {
+    #[serde(default, borrow, rename = "optionId")]
+    pub option_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
+    #[serde(default, borrow)]
+    pub kind: Str<'a>,
+}
+
+/// What a `session/request_permission` carries, borrowed from its line.
+#[derive(Deserialize, Default, Debug, Clone)]
+pub struct PermissionFields<'a> {
+    #[serde(default, borrow, rename = "sessionId")]
+    pub session_id: Str<'a>,
+    #[serde(default, borrow, rename = "toolCall")]
+    pub tool_call: Obj<ToolCallFields<'a>>,
+    /// `None` when `options` is absent or not an array; non-object items are `Obj(None)`.
+    #[serde(default, borrow)]
+    pub options: Arr<Obj<OptionFields<'a>>>,
+}
+
+/// Reads a permission request's params. Missing or wrongly typed fields read as absent: the
+/// client still answers (with `cancelled` when no option can be chosen).
+pub fn permission_request(params: Option<&RawValue>) -> PermissionFields<'_> {
+    match params {
+        Some(raw) if raw.get().starts_with('{') => {
+            serde_json::from_str(raw.get()).unwrap_or_default()
+        }
+        _ => PermissionFields::default(),
+    }
+}
+
+/// A JSON-RPC error object, as much of it as is there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorAnswer {
+    pub code: Option<i64>,
+    pub message: Option<String>,
+    /// `data` as raw JSON text, when present.
+    pub data: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorFields<'a> {
+    #[serde(default)]
+    code: IgnoredOrI64,
+    #[serde(default, borrow)]
+    message: Str<'a>,
+    #[serde(default, borrow, deserialize_with = "present_raw")]
+    data: Option<&'a RawValue>,
+}
+
+#[derive(Default)]
+struct IgnoredOrI64(Option<i64>);
+
+impl<'de> Deserialize<'de> for IgnoredOrI64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(IgnoredOrI64(IgnoredOr::<i64>::deserialize(d)?.0))
+    }
+}
+
+pub fn error_answer(error: &RawValue) -> ErrorAnswer {
+    match serde_json::from_str::<ErrorFields<'_>>(error.get()) {
+        Ok(fields) if error.get().starts_with('{') => ErrorAnswer {
+            code: fields.code.0,
+            message: fields.message.0.map(Cow::into_owned),
+            data: fields.data.map(|d| d.get().to_owned()),
+        },
+        _ => ErrorAnswer {
+            code: None,
+            message: None,
+            data: Some(error.get().to_owned()),
+        },
+    }
+}
+
+// --- responses to the client's own requests -------------------------------------------------
+
+#[derive(Deserialize, Default, Debug)]
+pub struct PromptCapabilities {
+    #[serde(default)]
+    pub image: Flag,
+    #[serde(default)]
+    pub audio: Flag,
+    /// The official schema's name.
+    #[serde(default, rename = "embeddedContext")]
+    pub embedded_context: Flag,
+    /// The name the behaviour reference's tests use.
+    #[serde(default, rename = "embeddedContent")]
+    pub embedded_content: Flag,
+}
+
+#[derive(Deserialize, Default, Debug)]
+pub struct AgentCapabilities {
+    #[serde(default, rename = "loadSession")]
+    pub load_session: Flag,
+    #[serde(default, rename = "promptCapabilities")]
+    pub prompt: Obj<PromptCapabilities>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone, PartialEq, Eq)]
+pub struct NamedEntry<'a> {
+    #[serde(default, borrow)]
+    pub id: Str<'a>,
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
+    #[serde(default, borrow)]
+    pub description: Str<'a>,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct InitializeFields<'a> {
+    #[serde(default, rename = "protocolVersion", borrow, deserialize_with = "present_raw")]
+    pub protocol_version: Option<&'a RawValue>,
+    #[serde(default, rename = "agentCapabilities")]
+    pub capabilities: Obj<AgentCapabilities>,
+    #[serde(default, borrow, rename = "authMethods")]
+    pub auth_methods: Arr<Obj<NamedEntry<'a>>>,
+    #[serde(default, rename = "agentInfo", borrow, deserialize_with = "present_raw")]
+    pub agent_info: Option<&'a RawValue>,
+}
+
+pub fn initialize_result(result: &RawValue) -> Result<InitializeFields<'_>, WireError> {
+    serde_json::from_str(result.get())
+        .map_err(|e| WireError::Malformed(format!("initialize result unreadable: {e}")))
+}
+
+#[derive(Deserialize, Default, Debug)]
+pub struct ModesFields<'a> {
+    #[serde(default, borrow, rename = "currentModeId")]
+    pub current: Str<'a>,
+    #[serde(default, borrow, rename = "availableModes")]
+    pub available: Arr<Obj<NamedEntry<'a>>>,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct SessionNewFields<'a> {
+    #[serde(default, borrow, rename = "sessionId")]
+    pub session_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub modes: Obj<ModesFields<'a>>,
+}
+
+pub fn session_new_result(result: &RawValue) -> Result<SessionNewFields<'_>, WireError> {
+    serde_json::from_str(result.get())
+        .map_err(|e| WireError::Malformed(format!("session/new result unreadable: {e}")))
+}
+
+#[derive(Deserialize, Debug)]
+pub struct PromptFields<'a> {
+    #[serde(default, borrow, rename = "stopReason")]
+    pub stop_reason: Str<'a>,
+}
+
+pub fn prompt_result(result: &RawValue) -> Result<PromptFields<'_>, WireError> {
+    serde_json::from_str(result.get())
+        .map_err(|e| WireError::Malformed(format!("session/prompt result unreadable: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_a_response() {
+        let env = classify(br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#).unwrap();
+        assert!(env.is_response_for(2));
+        assert!(!env.is_response_for(3));
+        assert!(env.method.is_none());
+    }
+
+    #[test]
+    fn a_response_needs_result_or_error() {
+        let env = classify(br#"{"jsonrpc":"2.0","id":2}"#).unwrap();
+        assert!(!env.is_response_for(2));
+        let env = classify(br#"{"jsonrpc":"2.0","id":2,"result":null}"#).unwrap();
+        assert!(env.is_response_for(2), "a null result is still present");
+    }
+
+    #[test]
+    fn string_and_float_ids_are_not_integer_ids() {
+        assert_eq!(classify(br#"{"id":"2","result":{}}"#).unwrap().integer_id(), None);
+        assert_eq!(classify(br#"{"id":2.0,"result":{}}"#).unwrap().integer_id(), None);
+        assert_eq!(classify(br#"{"id":-1,"result":{}}"#).unwrap().integer_id(), Some(-1));
+    }
+
+    #[test]
+    fn keeps_request_ids_verbatim() {
+        let env = classify(br#"{"id":123456789012345678901234567890,"method":"x"}"#).unwrap();
+        assert_eq!(env.id.unwrap().get(), "123456789012345678901234567890");
+        let env = classify(br#"{"id":null,"method":"x"}"#).unwrap();
+        assert_eq!(env.id.unwrap().get(), "null");
+        assert_eq!(env.method.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn tells_invalid_json_from_non_objects() {
+        assert!(matches!(classify(b"{nope"), Err(WireError::InvalidJson(_))));
+        assert!(matches!(classify(b"nope"), Err(WireError::InvalidJson(_))));
+        assert_eq!(classify(b"[1,2]").unwrap_err(), WireError::NotAnObject);
+        assert_eq!(classify(b"42").unwrap_err(), WireError::NotAnObject);
+    }
+
+    #[test]
+    fn non_string_method_reads_as_absent() {
+        let env = classify(br#"{"method":5}"#).unwrap();
+        assert!(env.method.is_none());
+    }
+
+    #[test]
+    fn reads_an_update_with_escapes() {
+        let line = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a\"b\u00e9"},"messageId":"m1"}}}"#;
+        let env = classify(line).unwrap();
+        let update = session_update(env.params).unwrap();
+        assert_eq!(update.session_id, "s");
+        assert_eq!(update.fields.session_update.as_str(), Some("agent_message_chunk"));
+        let content = update.fields.content.0.unwrap();
+        assert_eq!(content.text.as_str(), Some("a\"b\u{e9}"));
+        assert_eq!(update.fields.message_id.as_str(), Some("m1"));
+    }
+
+    #[test]
+    fn wrongly_typed_update_fields_read_as_absent() {
+        let params = RawValue::from_string(
+            r#"{"sessionId":7,"update":{"sessionUpdate":"tool_call","title":[1],"content":[{"type":"content"}],"toolCallId":{"a":1},"entries":"x"}}"#.into(),
+        )
+        .unwrap();
+        let update = session_update(Some(&params)).unwrap();
+        assert_eq!(update.session_id, "");
+        assert_eq!(update.fields.title.as_str(), None);
+        assert!(update.fields.content.0.is_none());
+        assert_eq!(update.fields.tool_call_id.as_str(), None);
+        assert!(update.fields.entries.0.is_none());
+    }
+
+    #[test]
+    fn malformed_updates_fail() {
+        for params in [
+            r#"[1]"#,
+            r#"{"sessionId":"s"}"#,
+            r#"{"update":[]}"#,
+            r#"{"update":{"sessionUpdate":3}}"#,
+            r#"{"update":{}}"#,
+        ] {
+            let raw = RawValue::from_string(params.into()).unwrap();
+            assert!(session_update(Some(&raw)).is_err(), "{params}");
+        }
+        assert!(session_update(None).is_err());
+    }
+
+    #[test]
+    fn reads_permission_options_leniently() {
+        let raw = RawValue::from_string(
+            r#"{"sessionId":"s","toolCall":{"toolCallId":"t","title":"run","kind":"execute"},"options":[{"optionId":"a","name":"A","kind":"allow_once"},5,{"optionId":1}]}"#.into(),
+        )
+        .unwrap();
+        let fields = permission_request(Some(&raw));
+        let tool = fields.tool_call.0.unwrap();
+        assert_eq!(tool.kind.as_str(), Some("execute"));
+        assert_eq!(tool.status.as_str(), None);
+        let options = fields.options.0.unwrap();
+        assert_eq!(options.len(), 3);
+        assert!(options[1].0.is_none());
+        assert_eq!(options[2].0.as_ref().unwrap().option_id.as_str(), None);
+    }
+
+    #[test]
+    fn reads_error_answers() {
+        let raw = RawValue::from_string(r#"{"code":-32000,"message":"boom","data":{"why":"x"}}"#.into()).unwrap();
+        let answer = error_answer(&raw);
+        assert_eq!(answer.code, Some(-32000));
+        assert_eq!(answer.message.as_deref(), Some("boom"));
+        assert_eq!(answer.data.as_deref(), Some(r#"{"why":"x"}"#));
+    }
+
+    #[test]
+    fn reads_initialize_capabilities_under_both_spellings() {
+        for key in ["embeddedContent", "embeddedContext"] {
+            let text = format!(
+                r#"{{"protocolVersion":1,"agentCapabilities":{{"loadSession":true,"promptCapabilities":{{"image":true,"{key}":true}}}},"authMethods":[{{"id":"token"}}]}}"#
+            );
+            let raw = RawValue::from_string(text).unwrap();
+            let fields = initialize_result(&raw).unwrap();
+            let caps = fields.capabilities.0.unwrap();
+            assert!(caps.load_session.0);
+            let prompt = caps.prompt.0.unwrap();
+            assert!(prompt.image.0);
+            assert!(!prompt.audio.0);
+            assert!(prompt.embedded_content.0 || prompt.embedded_context.0);
+            assert_eq!(fields.auth_methods.0.unwrap()[0].0.as_ref().unwrap().id.as_str(), Some("token"));
+        }
+    }
+}
