@@ -38,7 +38,10 @@ pub trait Host {
     /// Called once per update, in arrival order, before its text joins the reply.
     fn on_update(&mut self, update: &UpdateEvent<'_>) -> Result<(), Self::Error>;
     /// Asked first on a permission request; `None` leaves the decision to the policy.
-    fn on_permission(&mut self, preview: &PermissionRecord) -> Result<Option<Selection>, Self::Error>;
+    fn on_permission(
+        &mut self,
+        preview: &PermissionRecord,
+    ) -> Result<Option<Selection>, Self::Error>;
     /// Whether `on_permission` can answer at all (skips building the preview otherwise).
     fn asks_permission(&self) -> bool;
     /// Receives the decision and the exact line before the answer is sent; an error stops it.
@@ -168,7 +171,12 @@ impl Conversation {
                     let record = request.record(&selection, true);
                     let answer = self.engine.permission_answer(&request, &selection)?;
                     host.on_permission_commit(&record)?;
-                    write_all(transport, host, &mut answer.as_slice(), "a permission answer")?;
+                    write_all(
+                        transport,
+                        host,
+                        &mut answer.as_slice(),
+                        "a permission answer",
+                    )?;
                 }
                 Step::Done(completion) => return Ok(completion),
             }

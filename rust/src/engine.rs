@@ -415,7 +415,10 @@ pub struct Engine {
 fn trim(line: &[u8]) -> &[u8] {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
     let start = line.iter().position(|b| !is_space(b)).unwrap_or(line.len());
-    let end = line.iter().rposition(|b| !is_space(b)).map_or(start, |i| i + 1);
+    let end = line
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |i| i + 1);
     &line[start..end]
 }
 
@@ -468,7 +471,11 @@ impl Engine {
         Ok(bytes)
     }
 
-    fn begin(&mut self, kind: CallKind, encode: impl FnOnce(i64) -> Vec<u8>) -> Result<Vec<u8>, AcpError> {
+    fn begin(
+        &mut self,
+        kind: CallKind,
+        encode: impl FnOnce(i64) -> Vec<u8>,
+    ) -> Result<Vec<u8>, AcpError> {
         let id = self.next_id;
         self.next_id += 1;
         self.pending = None;
@@ -490,7 +497,9 @@ impl Engine {
     /// The `session/new` request for `cwd`.
     pub fn begin_session_new(&mut self, cwd: &str) -> Result<Vec<u8>, AcpError> {
         let servers = std::mem::take(&mut self.config.mcp_servers);
-        let result = self.begin(CallKind::SessionNew, |id| encode::session_new(id, cwd, &servers));
+        let result = self.begin(CallKind::SessionNew, |id| {
+            encode::session_new(id, cwd, &servers)
+        });
         self.config.mcp_servers = servers;
         result
     }
@@ -502,7 +511,9 @@ impl Engine {
                 "no session is open: call start() before sending a prompt",
             ));
         };
-        self.begin(CallKind::Prompt, |id| encode::prompt(id, &session_id, content))
+        self.begin(CallKind::Prompt, |id| {
+            encode::prompt(id, &session_id, content)
+        })
     }
 
     /// Abandons the call in flight (after an error or an interrupt).
@@ -596,7 +607,11 @@ impl Engine {
         }
     }
 
-    fn update<'a>(&mut self, message: &Envelope<'a>, envelope: &'a str) -> Result<UpdateEvent<'a>, AcpError> {
+    fn update<'a>(
+        &mut self,
+        message: &Envelope<'a>,
+        envelope: &'a str,
+    ) -> Result<UpdateEvent<'a>, AcpError> {
         let limits = self.config.limits;
         let update_sequence = self.next_update_sequence;
         if update_sequence > limits.update_count {
@@ -613,7 +628,9 @@ impl Engine {
             )));
         }
         self.next_update_sequence = update_sequence.checked_add(1).ok_or_else(|| {
-            AcpError::UpdateCountCapacityExceeded("the update sequence cannot go past 2^64 - 1".into())
+            AcpError::UpdateCountCapacityExceeded(
+                "the update sequence cannot go past 2^64 - 1".into(),
+            )
         })?;
         let update = wire::session_update(message.params).map_err(|e| {
             AcpError::protocol(format!(
@@ -675,8 +692,11 @@ impl Engine {
                     withheld_update_sequence: update.update_sequence,
                 });
                 let session_id = self.session_id.clone().unwrap_or_default();
-                self.checked(encode::cancel(&session_id), "the session/cancel notification")
-                    .map(Some)
+                self.checked(
+                    encode::cancel(&session_id),
+                    "the session/cancel notification",
+                )
+                .map(Some)
             }
         }
     }
@@ -687,11 +707,8 @@ impl Engine {
             return Selection::cancelled();
         };
         let tool = event.fields.tool_call.0.as_ref();
-        let allowed = tool.is_some_and(|t| {
-            self.config
-                .policy
-                .allows(t.kind.as_str(), t.title.as_str())
-        });
+        let allowed =
+            tool.is_some_and(|t| self.config.policy.allows(t.kind.as_str(), t.title.as_str()));
         let candidates = || {
             options.iter().filter_map(|option| {
                 let option = option.0.as_ref()?;
@@ -716,8 +733,7 @@ impl Engine {
             return selection;
         }
         candidates()
-            .filter(|(kind, _)| *kind == "reject_always")
-            .last()
+            .rfind(|(kind, _)| *kind == "reject_always")
             .map(|(kind, id)| Selection {
                 outcome: "selected".into(),
                 option_id: id.into(),
@@ -727,23 +743,40 @@ impl Engine {
     }
 
     /// The answer that carries `selection` to the agent.
-    pub fn permission_answer(&self, event: &PermissionEvent<'_>, selection: &Selection) -> Result<Vec<u8>, AcpError> {
+    pub fn permission_answer(
+        &self,
+        event: &PermissionEvent<'_>,
+        selection: &Selection,
+    ) -> Result<Vec<u8>, AcpError> {
         self.checked(
             encode::permission_answer(event.raw_id, &selection.outcome, &selection.option_id),
             "the session/request_permission answer",
         )
     }
 
-    fn result_object<'a>(&mut self, message: &Envelope<'a>, kind: CallKind, id: i64) -> Result<&'a RawValue, AcpError> {
+    fn result_object<'a>(
+        &mut self,
+        message: &Envelope<'a>,
+        kind: CallKind,
+        id: i64,
+    ) -> Result<&'a RawValue, AcpError> {
         if let Some(error) = message.error {
             let answer = wire::error_answer(error);
             if let Some(text) = &answer.message {
                 self.agent_error = Some(text.clone());
             }
-            let code = answer.code.map_or_else(|| "without a code".to_owned(), |c| c.to_string());
-            let text = answer.message.clone().unwrap_or_else(|| "(no message)".into());
+            let code = answer
+                .code
+                .map_or_else(|| "without a code".to_owned(), |c| c.to_string());
+            let text = answer
+                .message
+                .clone()
+                .unwrap_or_else(|| "(no message)".into());
             return Err(AcpError::AgentProtocol(ProtocolError {
-                description: format!("the agent answered {} (id {id}) with error {code}: {text}", kind.method()),
+                description: format!(
+                    "the agent answered {} (id {id}) with error {code}: {text}",
+                    kind.method()
+                ),
                 code: answer.code,
                 message: answer.message,
                 data: answer.data,
@@ -764,7 +797,10 @@ impl Engine {
     }
 
     fn complete(&mut self, message: &Envelope<'_>) -> Result<Completion, AcpError> {
-        let pending = self.pending.take().expect("complete() runs only with a call in flight");
+        let pending = self
+            .pending
+            .take()
+            .expect("complete() runs only with a call in flight");
         let (kind, id) = (pending.kind, pending.id);
         let result = self.result_object(message, kind, id)?;
         let malformed = |e: WireError| AcpError::protocol(format!("malformed {e}"));

@@ -173,13 +173,8 @@ impl Transport for PipeTransport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
         loop {
             // SAFETY: reading into a valid, exclusively borrowed buffer.
-            let count = unsafe {
-                libc::read(
-                    self.stdout.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
-            };
+            let count =
+                unsafe { libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if count > 0 {
                 return Ok(ReadOutcome::Data(count as usize));
             }
@@ -202,9 +197,8 @@ impl Transport for PipeTransport {
     fn write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
         loop {
             // SAFETY: writing from a valid buffer.
-            let count = unsafe {
-                libc::write(self.stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len())
-            };
+            let count =
+                unsafe { libc::write(self.stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
             if count >= 0 {
                 return Ok(WriteOutcome::Wrote(count as usize));
             }
@@ -259,8 +253,10 @@ mod tests {
 
     #[test]
     fn stop_kills_a_term_ignoring_group() {
-        let (mut agent, mut pipes) =
-            spawn(&sh("trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done")).unwrap();
+        let (mut agent, mut pipes) = spawn(&sh(
+            "trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done",
+        ))
+        .unwrap();
         let mut buf = [0u8; 64];
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut got = Vec::new();

@@ -270,7 +270,11 @@ impl Storage {
 mod tests {
     use super::*;
 
-    fn feed(storage: &mut Storage, mut input: &[u8], chunk: usize) -> Result<Vec<Vec<u8>>, MessageTooLong> {
+    fn feed(
+        storage: &mut Storage,
+        mut input: &[u8],
+        chunk: usize,
+    ) -> Result<Vec<Vec<u8>>, MessageTooLong> {
         let mut lines = Vec::new();
         loop {
             match storage.poll()? {
@@ -302,8 +306,14 @@ mod tests {
 
     #[test]
     fn refuses_an_unrepresentable_limit() {
-        assert!(Storage::new(Limits { message_bytes: usize::MAX }).is_err());
-        assert!(Storage::new(Limits { message_bytes: usize::MAX / 2 }).is_err());
+        assert!(Storage::new(Limits {
+            message_bytes: usize::MAX
+        })
+        .is_err());
+        assert!(Storage::new(Limits {
+            message_bytes: usize::MAX / 2
+        })
+        .is_err());
     }
 
     #[test]

@@ -101,11 +101,10 @@ pub fn classify(line: &[u8]) -> Result<Envelope<'_>, WireError> {
     let raw: RawEnvelope<'_> =
         serde_json::from_slice(line).map_err(|e| WireError::InvalidJson(e.to_string()))?;
     let method = match raw.method {
-        Some(value) if value.get().starts_with('"') => {
-            Some(serde_json::from_str::<Cow<'_, str>>(value.get()).map_err(|e| {
-                WireError::InvalidJson(e.to_string())
-            })?)
-        }
+        Some(value) if value.get().starts_with('"') => Some(
+            serde_json::from_str::<Cow<'_, str>>(value.get())
+                .map_err(|e| WireError::InvalidJson(e.to_string()))?,
+        ),
         _ => None,
     };
     Ok(Envelope {
@@ -332,7 +331,9 @@ pub struct SessionUpdate<'a> {
 fn params_object<'a>(params: Option<&'a RawValue>, what: &str) -> Result<&'a str, WireError> {
     match params {
         Some(raw) if raw.get().starts_with('{') => Ok(raw.get()),
-        Some(_) => Err(WireError::Malformed(format!("{what} whose params is not a JSON object"))),
+        Some(_) => Err(WireError::Malformed(format!(
+            "{what} whose params is not a JSON object"
+        ))),
         None => Err(WireError::Malformed(format!("{what} without params"))),
     }
 }
@@ -344,7 +345,9 @@ pub fn session_update(params: Option<&RawValue>) -> Result<SessionUpdate<'_>, Wi
     let parsed: UpdateParams<'_> = serde_json::from_str(text)
         .map_err(|e| WireError::Malformed(format!("session/update params unreadable: {e}")))?;
     let fields = parsed.update.0.ok_or_else(|| {
-        WireError::Malformed("session/update whose params.update is missing or not an object".into())
+        WireError::Malformed(
+            "session/update whose params.update is missing or not an object".into(),
+        )
     })?;
     if fields.session_update.0.is_none() {
         return Err(WireError::Malformed(
@@ -481,13 +484,23 @@ pub struct NamedEntry<'a> {
 
 #[derive(Deserialize, Debug)]
 pub struct InitializeFields<'a> {
-    #[serde(default, rename = "protocolVersion", borrow, deserialize_with = "present_raw")]
+    #[serde(
+        default,
+        rename = "protocolVersion",
+        borrow,
+        deserialize_with = "present_raw"
+    )]
     pub protocol_version: Option<&'a RawValue>,
     #[serde(default, rename = "agentCapabilities")]
     pub capabilities: Obj<AgentCapabilities>,
     #[serde(default, borrow, rename = "authMethods")]
     pub auth_methods: Arr<Obj<NamedEntry<'a>>>,
-    #[serde(default, rename = "agentInfo", borrow, deserialize_with = "present_raw")]
+    #[serde(
+        default,
+        rename = "agentInfo",
+        borrow,
+        deserialize_with = "present_raw"
+    )]
     pub agent_info: Option<&'a RawValue>,
 }
 
@@ -534,7 +547,8 @@ mod tests {
 
     #[test]
     fn classifies_a_response() {
-        let env = classify(br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#).unwrap();
+        let env =
+            classify(br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#).unwrap();
         assert!(env.is_response_for(2));
         assert!(!env.is_response_for(3));
         assert!(env.method.is_none());
@@ -550,9 +564,18 @@ mod tests {
 
     #[test]
     fn string_and_float_ids_are_not_integer_ids() {
-        assert_eq!(classify(br#"{"id":"2","result":{}}"#).unwrap().integer_id(), None);
-        assert_eq!(classify(br#"{"id":2.0,"result":{}}"#).unwrap().integer_id(), None);
-        assert_eq!(classify(br#"{"id":-1,"result":{}}"#).unwrap().integer_id(), Some(-1));
+        assert_eq!(
+            classify(br#"{"id":"2","result":{}}"#).unwrap().integer_id(),
+            None
+        );
+        assert_eq!(
+            classify(br#"{"id":2.0,"result":{}}"#).unwrap().integer_id(),
+            None
+        );
+        assert_eq!(
+            classify(br#"{"id":-1,"result":{}}"#).unwrap().integer_id(),
+            Some(-1)
+        );
     }
 
     #[test]
@@ -584,7 +607,10 @@ mod tests {
         let env = classify(line).unwrap();
         let update = session_update(env.params).unwrap();
         assert_eq!(update.session_id, "s");
-        assert_eq!(update.fields.session_update.as_str(), Some("agent_message_chunk"));
+        assert_eq!(
+            update.fields.session_update.as_str(),
+            Some("agent_message_chunk")
+        );
         let content = update.fields.content.0.unwrap();
         assert_eq!(content.text.as_str(), Some("a\"b\u{e9}"));
         assert_eq!(update.fields.message_id.as_str(), Some("m1"));
@@ -637,7 +663,9 @@ mod tests {
 
     #[test]
     fn reads_error_answers() {
-        let raw = RawValue::from_string(r#"{"code":-32000,"message":"boom","data":{"why":"x"}}"#.into()).unwrap();
+        let raw =
+            RawValue::from_string(r#"{"code":-32000,"message":"boom","data":{"why":"x"}}"#.into())
+                .unwrap();
         let answer = error_answer(&raw);
         assert_eq!(answer.code, Some(-32000));
         assert_eq!(answer.message.as_deref(), Some("boom"));
@@ -658,7 +686,15 @@ mod tests {
             assert!(prompt.image.0);
             assert!(!prompt.audio.0);
             assert!(prompt.embedded_content.0 || prompt.embedded_context.0);
-            assert_eq!(fields.auth_methods.0.unwrap()[0].0.as_ref().unwrap().id.as_str(), Some("token"));
+            assert_eq!(
+                fields.auth_methods.0.unwrap()[0]
+                    .0
+                    .as_ref()
+                    .unwrap()
+                    .id
+                    .as_str(),
+                Some("token")
+            );
         }
     }
 }

@@ -1,0 +1,76 @@
+"""The exceptions of acp-fast. The Rust core raises these very classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AcpError(Exception):
+    """Base class of every error acp-fast raises on purpose."""
+
+
+class InvalidLimits(AcpError, ValueError):
+    """A limit or the transport epoch is zero, negative or of the wrong type."""
+
+
+class CapacityOverflow(AcpError):
+    """The reader's buffer (``message_bytes + 1`` bytes) could not be allocated."""
+
+
+class AgentTransportFailed(AcpError):
+    """The pipes to the agent could not be set up or written."""
+
+
+class AgentProtocolError(AcpError):
+    """The agent broke the conversation: invalid JSON, an unexpected message, an error answer,
+    or the end of its output before the awaited response.
+
+    ``code``, ``message`` and ``data`` are set when the agent answered with a JSON-RPC error.
+    """
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        code: int | None = None,
+        message: str | None = None,
+        data: Any = None,
+    ) -> None:
+        super().__init__(description)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class MissingDurableObserver(AcpError):
+    """An update or permission request arrived and the observer has no callback for it."""
+
+
+class RequestCapacityExceeded(AcpError):
+    """A message to the agent is larger than ``transfer_limits.request_bytes``; nothing was sent."""
+
+
+class UpdateCapacityExceeded(AcpError):
+    """An update line is larger than ``transfer_limits.update_bytes``."""
+
+
+class UpdateCountCapacityExceeded(AcpError):
+    """The client has delivered ``transfer_limits.update_count`` updates over its life."""
+
+
+class ReaderMessageCapacityExceeded(AcpError):
+    """The agent sent a line longer than ``reader_limits.message_bytes``; reading has stopped."""
+
+
+__all__ = [
+    "AcpError",
+    "AgentProtocolError",
+    "AgentTransportFailed",
+    "CapacityOverflow",
+    "InvalidLimits",
+    "MissingDurableObserver",
+    "ReaderMessageCapacityExceeded",
+    "RequestCapacityExceeded",
+    "UpdateCapacityExceeded",
+    "UpdateCountCapacityExceeded",
+]

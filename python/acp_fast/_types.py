@@ -1,0 +1,309 @@
+"""Options, results and records of acp-fast: frozen data classes and string enums.
+
+`Update` is the one record built on the hot path; it lives in the Rust core (see `_core.pyi`)
+and behaves like the frozen data classes here (equality, repr, hash).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._core import Update
+
+
+class UpdateKind(enum.StrEnum):
+    """The `sessionUpdate` of an update; values are the wire names."""
+
+    USER_MESSAGE_CHUNK = "user_message_chunk"
+    AGENT_MESSAGE_CHUNK = "agent_message_chunk"
+    AGENT_THOUGHT_CHUNK = "agent_thought_chunk"
+    TOOL_CALL = "tool_call"
+    TOOL_CALL_UPDATE = "tool_call_update"
+    PLAN = "plan"
+    AVAILABLE_COMMANDS_UPDATE = "available_commands_update"
+    CURRENT_MODE_UPDATE = "current_mode_update"
+    CONFIG_OPTION_UPDATE = "config_option_update"
+    SESSION_INFO_UPDATE = "session_info_update"
+    USAGE_UPDATE = "usage_update"
+    #: A `sessionUpdate` the client does not know (e.g. unstable variants); delivered as is.
+    UNKNOWN = "unknown"
+
+
+class OverflowKind(enum.StrEnum):
+    """Which reply limit a prompt reached."""
+
+    RESPONSE_BYTES = "response_bytes"
+    RESPONSE_SEGMENTS = "response_segments"
+
+
+# --- options -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReaderLimits:
+    """The longest line, in bytes, accepted from the agent (the newline not counted)."""
+
+    message_bytes: int
+
+
+DEFAULT_READER_LIMITS = ReaderLimits(message_bytes=2 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class TransferLimits:
+    """Caps on traffic; every one must be > 0.
+
+    request_bytes: the largest message written to the agent, newline included.
+    response_bytes: the most reply text (UTF-8 bytes) one prompt keeps.
+    update_bytes: the largest update line accepted (surrounding whitespace trimmed).
+    update_count: the most updates one client accepts over its life.
+    response_segment_count: the most agent message chunks one prompt's reply keeps.
+    """
+
+    request_bytes: int
+    response_bytes: int
+    update_bytes: int
+    update_count: int
+    response_segment_count: int
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What the client reports about itself in `initialize`."""
+
+    name: str = "acp"
+    title: str = "acp"
+    version: str = "1.0.0"
+
+
+@dataclass(frozen=True)
+class EnvVariable:
+    """One environment variable for an MCP server."""
+
+    name: str
+    value: str
+
+
+def _tuple_field(instance: object, name: str) -> None:
+    object.__setattr__(instance, name, tuple(getattr(instance, name)))
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """A stdio MCP server the agent is asked to start for the session."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[EnvVariable, ...] = ()
+
+    def __init__(
+        self,
+        name: str,
+        command: str,
+        args: Iterable[str] = (),
+        env: Iterable[EnvVariable] = (),
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "command", command)
+        object.__setattr__(self, "args", tuple(args))
+        object.__setattr__(self, "env", tuple(env))
+
+
+@dataclass(frozen=True)
+class PermissionPolicy:
+    """What the client grants when the observer leaves a permission request unanswered.
+
+    A request passes when its tool call's `kind` equals a listed kind or its `title` starts
+    with a listed prefix; it then gets the first `allow_once` option, else the first
+    `allow_always`. Otherwise it gets the first `reject_once`, else the last `reject_always`,
+    else the outcome `cancelled`.
+    """
+
+    allowed_tool_kinds: tuple[str, ...] = ()
+    allowed_title_prefixes: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        allowed_tool_kinds: Iterable[str] = (),
+        allowed_title_prefixes: Iterable[str] = (),
+    ) -> None:
+        object.__setattr__(self, "allowed_tool_kinds", tuple(allowed_tool_kinds))
+        object.__setattr__(self, "allowed_title_prefixes", tuple(allowed_title_prefixes))
+
+
+# --- permission records ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermissionOption:
+    option_id: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class PermissionReply:
+    """An observer's own answer to a permission request.
+
+    `outcome` is sent as is (`selected` or `cancelled`); `option_id` is sent as `optionId` when
+    not empty; `option_kind` is only recorded.
+    """
+
+    outcome: str
+    option_id: str = ""
+    option_kind: str = ""
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """A `session/request_permission` from the agent, with the client's decision.
+
+    The preview handed to `on_permission` has outcome "pending", empty option fields and an
+    empty envelope; `on_permission_commit` gets the decision and the exact line.
+    """
+
+    session_id: str
+    tool_call_id: str
+    title: str
+    tool_kind: str
+    status: str
+    outcome: str
+    option_id: str
+    option_kind: str
+    options: tuple[PermissionOption, ...]
+    envelope: str
+    request_id: str | int | float | bool | None
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A record that a reply stopped at a limit. Byte counts are UTF-8 bytes."""
+
+    kind: OverflowKind
+    admitted_bytes: int
+    admitted_segments: int
+    withheld_update_sequence: int
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    response: str
+    stop_reason: str
+    overflow: Overflow | None
+
+
+@dataclass(frozen=True)
+class ReaderStatus:
+    """A snapshot of the line reader: its limit, buffer, bytes waiting, longest line seen,
+    rejected lines, and whether reading has stopped (`terminal`)."""
+
+    phase: str
+    message_bytes: int
+    storage_bytes: int
+    buffered_bytes: int
+    high_water_message_bytes: int
+    rejected_message_count: int
+    terminal: bool
+
+
+@dataclass(frozen=True)
+class AuthMethod:
+    id: str
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Initialize:
+    """The agent's answer to `initialize`. Before `start`: version 0, flags False, empty."""
+
+    protocol_version: int = 0
+    load_session: bool = False
+    prompt_image: bool = False
+    prompt_audio: bool = False
+    prompt_embedded_content: bool = False
+    auth_methods: tuple[AuthMethod, ...] = ()
+    agent_info: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mode:
+    id: str
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Modes:
+    current: str = ""
+    available: tuple[Mode, ...] = ()
+
+
+# --- prompt content blocks ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: str
+    uri: str = ""
+
+
+@dataclass(frozen=True)
+class Audio:
+    mime_type: str
+    data: str
+    uri: str = ""
+
+
+@dataclass(frozen=True)
+class TextResource:
+    uri: str
+    text: str
+    mime_type: str = ""
+
+
+@dataclass(frozen=True)
+class BlobResource:
+    uri: str
+    blob: str
+    mime_type: str = ""
+
+
+@dataclass(frozen=True)
+class ResourceLink:
+    uri: str
+    name: str
+    mime_type: str = ""
+    title: str = ""
+    description: str = ""
+    size: int | None = None
+
+
+ContentBlock = Text | Image | Audio | TextResource | BlobResource | ResourceLink
+
+
+# --- observer -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observer:
+    """A ready observer holding up to three callables; any may be None."""
+
+    on_update: Callable[[Update], None] | None = None
+    on_permission: Callable[[PermissionRequest], PermissionReply | None] | None = None
+    on_permission_commit: Callable[[PermissionRequest], None] | None = None
