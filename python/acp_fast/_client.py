@@ -14,8 +14,8 @@ from typing import Any
 from . import _core
 from ._errors import CapacityOverflow, InvalidLimits
 from ._types import (
-    AuthMethod,
     Audio,
+    AuthMethod,
     BlobResource,
     ClientInfo,
     ContentBlock,
@@ -70,8 +70,19 @@ _PermissionTuple = tuple[
 
 
 def _permission_request(record: _PermissionTuple) -> PermissionRequest:
-    (session_id, tool_call_id, title, tool_kind, status, outcome, option_id, option_kind,
-     options, envelope, raw_id) = record
+    (
+        session_id,
+        tool_call_id,
+        title,
+        tool_kind,
+        status,
+        outcome,
+        option_id,
+        option_kind,
+        options,
+        envelope,
+        raw_id,
+    ) = record
     return PermissionRequest(
         session_id=session_id,
         tool_call_id=tool_call_id,
