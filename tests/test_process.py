@@ -213,11 +213,17 @@ SIGINT_PROGRAM = textwrap.dedent(
             report["raised"] = type(error).__name__
         report["elapsed"] = time.monotonic() - fired.get("at", float("nan"))
         rescue.cancel()
+        rescue = threading.Timer(3.0, client.close)
+        rescue.daemon = True
+        rescue.start()
+        began = time.monotonic()
         try:
             client.prompt("after interrupt")
             report["after"] = None
         except acp.AcpError as error:
             report["after"] = type(error).__name__
+        report["after_elapsed"] = time.monotonic() - began
+        rescue.cancel()
         client.close()
         client.close()
         report["closed"] = True
@@ -234,7 +240,7 @@ def test_sigint_interrupts_blocking_prompt(tmp_path: Path) -> None:
         [sys.executable, "-c", SIGINT_PROGRAM, script],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=20,
         env=child_env(),
     )
     assert done.returncode == 0, done.stderr
@@ -244,6 +250,7 @@ def test_sigint_interrupts_blocking_prompt(tmp_path: Path) -> None:
         assert report["raised"] == "KeyboardInterrupt"
         assert report["elapsed"] < 0.5, f"KeyboardInterrupt came {report['elapsed']:.3f} s late"
         assert report["after"] is not None, "after an interrupt, prompt() must raise AcpError"
+        assert report["after_elapsed"] < 1.0, "after an interrupt, prompt() must fail at once"
         assert report["closed"] is True
         assert wait_dead(report["pid"], timeout=2.0)
     finally:

@@ -703,9 +703,12 @@ impl CoreClient {
             env,
         };
         let (agent, pipes) = py.detach(|| process::spawn(&options)).map_err(|e| {
+            // io::Error's text ends in " (os error N)"; Python's OSError shows the errno itself.
+            let text = e.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_owned();
             let reason = match &cwd {
-                Some(dir) => format!("could not start the agent in {dir:?}: {e}"),
-                None => format!("could not start the agent: {e}"),
+                Some(dir) => format!("could not start the agent in {dir:?}: {text}"),
+                None => format!("could not start the agent: {text}"),
             };
             match e.raw_os_error() {
                 Some(errno) => PyOSError::new_err((errno, reason, command.clone())),
