@@ -210,3 +210,253 @@ fn write_all<T: Transport, H: Host>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::ClientInfo;
+    use crate::engine::{Config, PermissionPolicy, TransferLimits, UpdateKind};
+    use crate::reader::Limits;
+    use std::collections::VecDeque;
+
+    type Respond = Box<dyn FnMut(&str) -> Vec<String>>;
+
+    /// An in-memory agent: each complete line written to it is answered by `respond`.
+    struct ScriptedAgent {
+        respond: Respond,
+        inbox: Vec<u8>,
+        outbox: VecDeque<u8>,
+        received: Vec<String>,
+        /// Bytes handed out per read, to exercise lines split across reads.
+        read_size: usize,
+        closed_after_output: bool,
+    }
+
+    impl ScriptedAgent {
+        fn new(respond: impl FnMut(&str) -> Vec<String> + 'static) -> ScriptedAgent {
+            ScriptedAgent {
+                respond: Box::new(respond),
+                inbox: Vec::new(),
+                outbox: VecDeque::new(),
+                received: Vec::new(),
+                read_size: 7,
+                closed_after_output: false,
+            }
+        }
+    }
+
+    impl Transport for ScriptedAgent {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
+            if self.outbox.is_empty() {
+                return Ok(if self.closed_after_output {
+                    ReadOutcome::Eof
+                } else {
+                    ReadOutcome::Idle
+                });
+            }
+            let count = buf.len().min(self.read_size).min(self.outbox.len());
+            for slot in buf.iter_mut().take(count) {
+                *slot = self.outbox.pop_front().unwrap();
+            }
+            Ok(ReadOutcome::Data(count))
+        }
+
+        fn write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
+            // Take at most 5 bytes per write, to exercise partial writes.
+            let count = bytes.len().min(5);
+            self.inbox.extend_from_slice(&bytes[..count]);
+            while let Some(end) = self.inbox.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.inbox.drain(..=end).collect();
+                let line = String::from_utf8(line).unwrap().trim_end().to_owned();
+                for out in (self.respond)(&line) {
+                    self.outbox.extend(out.as_bytes());
+                    self.outbox.push_back(b'\n');
+                }
+                self.received.push(line);
+            }
+            Ok(WriteOutcome::Wrote(count))
+        }
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        events: Vec<String>,
+        ticks: usize,
+        fail_ticks_after: Option<usize>,
+        answer: Option<Selection>,
+    }
+
+    impl Host for Recorder {
+        type Error = AcpError;
+        fn on_update(&mut self, update: &UpdateEvent<'_>) -> Result<(), AcpError> {
+            self.events.push(format!(
+                "update {} {} {:?} {}",
+                update.transport_epoch, update.update_sequence, update.kind, update.text
+            ));
+            Ok(())
+        }
+        fn on_permission(
+            &mut self,
+            preview: &PermissionRecord,
+        ) -> Result<Option<Selection>, AcpError> {
+            self.events
+                .push(format!("ask {} {}", preview.title, preview.outcome));
+            Ok(self.answer.clone())
+        }
+        fn asks_permission(&self) -> bool {
+            self.answer.is_some()
+        }
+        fn on_permission_commit(&mut self, record: &PermissionRecord) -> Result<(), AcpError> {
+            self.events.push(format!(
+                "commit {} {} {}",
+                record.title, record.outcome, record.option_id
+            ));
+            Ok(())
+        }
+        fn tick(&mut self) -> Result<(), AcpError> {
+            self.ticks += 1;
+            if self.fail_ticks_after.is_some_and(|n| self.ticks > n) {
+                return Err(AcpError::protocol("interrupted"));
+            }
+            Ok(())
+        }
+    }
+
+    fn conversation(message_bytes: usize) -> Conversation {
+        let engine = Engine::new(Config {
+            limits: TransferLimits {
+                request_bytes: 1 << 20,
+                response_bytes: 1 << 20,
+                update_bytes: 1 << 20,
+                update_count: 1024,
+                response_segment_count: 1024,
+            },
+            transport_epoch: 4,
+            client_info: ClientInfo::default(),
+            mcp_servers: vec![],
+            policy: PermissionPolicy::default(),
+        })
+        .unwrap();
+        let mut storage = Storage::new(Limits { message_bytes }).unwrap();
+        storage.activate();
+        Conversation::new(engine, storage)
+    }
+
+    fn standard_agent(line: &str) -> Vec<String> {
+        if line.contains(r#""method":"initialize""#) {
+            vec![r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#.into()]
+        } else if line.contains(r#""method":"session/new""#) {
+            vec![r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s","modes":{"currentModeId":"ask","availableModes":[{"id":"ask","name":"Ask"}]}}}"#.into()]
+        } else if line.contains(r#""method":"session/prompt""#) {
+            vec![
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}}}"#.into(),
+                "".into(),
+                r#"{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":"run","kind":"execute"},"options":[{"optionId":"yes","kind":"allow_once"},{"optionId":"no","kind":"reject_once"}]}}"#.into(),
+            ]
+        } else if line.contains(r#""id":"p1""#) {
+            vec![
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}}}"#.into(),
+                r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#.into(),
+            ]
+        } else {
+            vec![]
+        }
+    }
+
+    #[test]
+    fn a_whole_conversation_over_an_in_memory_transport() {
+        let mut conversation = conversation(4096);
+        let mut agent = ScriptedAgent::new(standard_agent);
+        let mut host = Recorder::default();
+        conversation.start(&mut agent, &mut host, "/work").unwrap();
+        assert_eq!(conversation.engine.session_id(), Some("s"));
+        assert_eq!(conversation.engine.modes().current, "ask");
+        let outcome = conversation
+            .prompt(&mut agent, &mut host, &[ContentBlock::Text("go".into())])
+            .unwrap();
+        assert_eq!(outcome.response, "done");
+        assert_eq!(outcome.stop_reason, "end_turn");
+        assert_eq!(
+            host.events,
+            vec![
+                format!("update 4 1 {:?} hmm", UpdateKind::AgentThoughtChunk),
+                "commit run selected no".to_owned(),
+                format!("update 4 2 {:?} done", UpdateKind::AgentMessageChunk),
+            ]
+        );
+        assert_eq!(
+            agent.received.last().unwrap(),
+            r#"{"jsonrpc":"2.0","id":"p1","result":{"outcome":{"outcome":"selected","optionId":"no"}}}"#
+        );
+    }
+
+    #[test]
+    fn the_observer_answers_before_the_policy() {
+        let mut conversation = conversation(4096);
+        let mut agent = ScriptedAgent::new(standard_agent);
+        let mut host = Recorder {
+            answer: Some(Selection {
+                outcome: "selected".into(),
+                option_id: "yes".into(),
+                option_kind: "allow_once".into(),
+            }),
+            ..Recorder::default()
+        };
+        conversation.start(&mut agent, &mut host, "/work").unwrap();
+        conversation.prompt(&mut agent, &mut host, &[]).unwrap();
+        assert_eq!(host.events[1], "ask run pending");
+        assert_eq!(host.events[2], "commit run selected yes");
+    }
+
+    #[test]
+    fn the_end_of_output_fails_the_call() {
+        let mut conversation = conversation(4096);
+        let mut agent = ScriptedAgent::new(|_| vec![]);
+        agent.closed_after_output = true;
+        let error = conversation
+            .start(&mut agent, &mut Recorder::default(), "/w")
+            .unwrap_err();
+        assert!(error
+            .description()
+            .contains("output ended before the response to initialize (id 0)"));
+    }
+
+    #[test]
+    fn idle_waits_tick_the_host() {
+        let mut conversation = conversation(4096);
+        let mut agent = ScriptedAgent::new(|_| vec![]);
+        let mut host = Recorder {
+            fail_ticks_after: Some(3),
+            ..Recorder::default()
+        };
+        let error = conversation.start(&mut agent, &mut host, "/w").unwrap_err();
+        assert_eq!(error.description(), "interrupted");
+        assert_eq!(host.ticks, 4);
+        assert_eq!(
+            conversation.engine.pending(),
+            None,
+            "the failed call is abandoned"
+        );
+    }
+
+    #[test]
+    fn an_overlong_line_stops_reading() {
+        let mut conversation = conversation(32);
+        let mut agent = ScriptedAgent::new(|_| vec!["x".repeat(100)]);
+        let error = conversation
+            .start(&mut agent, &mut Recorder::default(), "/w")
+            .unwrap_err();
+        assert!(
+            matches!(error, AcpError::ReaderMessageCapacityExceeded(ref m) if m.contains("message_bytes (32 bytes)"))
+        );
+        let status = conversation.storage.status();
+        assert_eq!(
+            (
+                status.buffered_bytes,
+                status.rejected_message_count,
+                status.terminal
+            ),
+            (33, 1, true)
+        );
+    }
+}

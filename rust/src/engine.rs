@@ -889,3 +889,448 @@ fn named_entries(items: Option<Vec<wire::Obj<wire::NamedEntry<'_>>>>) -> Vec<Nam
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> TransferLimits {
+        TransferLimits {
+            request_bytes: 1 << 20,
+            response_bytes: 1 << 20,
+            update_bytes: 1 << 20,
+            update_count: 1024,
+            response_segment_count: 1024,
+        }
+    }
+
+    fn engine_with(limits: TransferLimits, policy: PermissionPolicy) -> Engine {
+        Engine::new(Config {
+            limits,
+            transport_epoch: 7,
+            client_info: ClientInfo::default(),
+            mcp_servers: Vec::new(),
+            policy,
+        })
+        .unwrap()
+    }
+
+    /// An engine with an open session "s" and a prompt (id 2) in flight.
+    fn prompting(limits: TransferLimits, policy: PermissionPolicy) -> Engine {
+        let mut engine = engine_with(limits, policy);
+        engine.begin_initialize().unwrap();
+        let step = engine
+            .handle_line(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#)
+            .unwrap();
+        assert!(matches!(step, Step::Done(Completion::Initialized)));
+        engine.begin_session_new("/w").unwrap();
+        let step = engine
+            .handle_line(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#)
+            .unwrap();
+        assert!(matches!(step, Step::Done(Completion::SessionOpened)));
+        engine
+            .begin_prompt(&[ContentBlock::Text("hi".into())])
+            .unwrap();
+        engine
+    }
+
+    fn chunk(text: &str) -> Vec<u8> {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    fn feed_update(engine: &mut Engine, line: &[u8]) -> Result<Option<Vec<u8>>, AcpError> {
+        let sequence_before = engine.next_update_sequence();
+        match engine.handle_line(line)? {
+            Step::Update(update) => {
+                assert_eq!(update.update_sequence, sequence_before);
+                let text = update.text.to_string();
+                let kind = update.kind;
+                let cancel = engine.admit_update(&UpdateEvent {
+                    kind,
+                    session_update: Cow::Borrowed(kind.as_str()),
+                    transport_epoch: 7,
+                    update_sequence: sequence_before,
+                    session_id: Cow::Borrowed("s"),
+                    envelope: "",
+                    text: Cow::Owned(text),
+                    message_id: None,
+                    tool_call_id: None,
+                })?;
+                Ok(cancel)
+            }
+            other => panic!("expected an update, got {other:?}"),
+        }
+    }
+
+    fn finish(engine: &mut Engine, line: &[u8]) -> PromptOutcome {
+        match engine.handle_line(line).unwrap() {
+            Step::Done(Completion::Prompted(outcome)) => outcome,
+            other => panic!("expected the prompt's end, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validates_limits_and_epoch() {
+        let mut bad = limits();
+        bad.update_count = 0;
+        let error = Engine::new(Config {
+            limits: bad,
+            transport_epoch: 1,
+            client_info: ClientInfo::default(),
+            mcp_servers: vec![],
+            policy: PermissionPolicy::default(),
+        })
+        .err()
+        .unwrap();
+        assert!(error.description().contains("update_count"));
+        assert!(matches!(
+            limits().validate(0),
+            Err(AcpError::InvalidLimits(m)) if m.contains("transport_epoch")
+        ));
+    }
+
+    #[test]
+    fn request_ids_run_0_1_2_3() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        assert_eq!(engine.pending(), Some((CallKind::Prompt, 2)));
+        finish(
+            &mut engine,
+            br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#,
+        );
+        let line = engine
+            .begin_prompt(&[ContentBlock::Text("again".into())])
+            .unwrap();
+        assert!(String::from_utf8(line).unwrap().contains(r#""id":3,"#));
+    }
+
+    #[test]
+    fn collects_chunks_and_numbers_updates_for_life() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        assert_eq!(feed_update(&mut engine, &chunk("a")).unwrap(), None);
+        assert_eq!(feed_update(&mut engine, &chunk("b")).unwrap(), None);
+        let outcome = finish(
+            &mut engine,
+            br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}"#,
+        );
+        assert_eq!(outcome.response, "ab");
+        assert_eq!(outcome.overflow, None);
+        engine.begin_prompt(&[]).unwrap();
+        assert_eq!(engine.next_update_sequence(), 3);
+        feed_update(&mut engine, &chunk("c")).unwrap();
+        let outcome = finish(
+            &mut engine,
+            br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#,
+        );
+        assert_eq!(outcome.response, "c", "each prompt's reply starts empty");
+    }
+
+    #[test]
+    fn overflow_keeps_what_fit_and_cancels_once() {
+        let mut tight = limits();
+        tight.response_bytes = 3;
+        let mut engine = prompting(tight, PermissionPolicy::default());
+        assert_eq!(feed_update(&mut engine, &chunk("ok")).unwrap(), None);
+        let cancel = feed_update(&mut engine, &chunk("no"))
+            .unwrap()
+            .expect("a cancel");
+        assert_eq!(
+            cancel,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\",\"params\":{\"sessionId\":\"s\"}}\n"
+        );
+        assert_eq!(
+            feed_update(&mut engine, &chunk("x")).unwrap(),
+            None,
+            "only one cancel"
+        );
+        let outcome = finish(
+            &mut engine,
+            br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}"#,
+        );
+        assert_eq!(outcome.response, "ok");
+        assert_eq!(
+            outcome.overflow,
+            Some(Overflow {
+                kind: OverflowKind::ResponseBytes,
+                admitted_bytes: 2,
+                admitted_segments: 1,
+                withheld_update_sequence: 2,
+            })
+        );
+    }
+
+    #[test]
+    fn segment_cap_is_checked_before_bytes() {
+        let mut tight = limits();
+        tight.response_segment_count = 1;
+        tight.response_bytes = 1;
+        let mut engine = prompting(tight, PermissionPolicy::default());
+        feed_update(&mut engine, &chunk("a")).unwrap();
+        assert!(feed_update(&mut engine, &chunk("bb")).unwrap().is_some());
+        let outcome = finish(
+            &mut engine,
+            br#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}"#,
+        );
+        assert_eq!(
+            outcome.overflow.unwrap().kind,
+            OverflowKind::ResponseSegments
+        );
+    }
+
+    #[test]
+    fn update_caps_in_the_reference_order() {
+        let mut tight = limits();
+        tight.update_count = 1;
+        tight.update_bytes = 170;
+        let mut engine = prompting(tight, PermissionPolicy::default());
+        let long = chunk(&"x".repeat(200));
+        let error = engine.handle_line(&long).unwrap_err();
+        assert!(
+            matches!(error, AcpError::UpdateCapacityExceeded(ref m) if m.contains("update_bytes"))
+        );
+        assert_eq!(
+            engine.next_update_sequence(),
+            1,
+            "a refused update is not numbered"
+        );
+        feed_update(&mut engine, &chunk("a")).unwrap();
+        let error = engine.handle_line(&long).unwrap_err();
+        assert!(
+            matches!(error, AcpError::UpdateCountCapacityExceeded(ref m) if m.contains("update_count")),
+            "the count cap is checked before the size cap"
+        );
+    }
+
+    #[test]
+    fn a_malformed_update_still_consumes_its_number() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        let error = engine
+            .handle_line(br#"{"jsonrpc":"2.0","method":"session/update","params":{"update":{}}}"#)
+            .unwrap_err();
+        assert!(error.description().contains("sessionUpdate"));
+        assert_eq!(engine.next_update_sequence(), 2);
+    }
+
+    #[test]
+    fn texts_follow_the_update_kind() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        let cases: [(&str, UpdateKind, &str); 6] = [
+            (
+                r#"{"sessionUpdate":"tool_call","toolCallId":"t","title":"Read"}"#,
+                UpdateKind::ToolCall,
+                "Read",
+            ),
+            (
+                r#"{"sessionUpdate":"plan","entries":[{"content":"a"},{"content":"b"}]}"#,
+                UpdateKind::Plan,
+                "a\nb",
+            ),
+            (
+                r#"{"sessionUpdate":"current_mode_update","currentModeId":"code"}"#,
+                UpdateKind::CurrentModeUpdate,
+                "code",
+            ),
+            (
+                r#"{"sessionUpdate":"session_info_update","title":"T"}"#,
+                UpdateKind::SessionInfoUpdate,
+                "T",
+            ),
+            (
+                r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"x"}}"#,
+                UpdateKind::AgentMessageChunk,
+                "",
+            ),
+            (
+                r#"{"sessionUpdate":"plan_update","title":"x"}"#,
+                UpdateKind::Unknown,
+                "",
+            ),
+        ];
+        for (update, kind, text) in cases {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s","update":{update}}}}}"#
+            );
+            match engine.handle_line(line.as_bytes()).unwrap() {
+                Step::Update(event) => {
+                    assert_eq!(event.kind, kind, "{update}");
+                    assert_eq!(event.text, text, "{update}");
+                    assert_eq!(event.envelope, line);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn other_requests_get_method_not_found_and_notifications_are_dropped() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        match engine
+            .handle_line(br#"{"jsonrpc":"2.0","id":"x-1","method":"fs/read_text_file","params":{}}"#)
+            .unwrap()
+        {
+            Step::Send(bytes) => assert_eq!(
+                bytes,
+                b"{\"jsonrpc\":\"2.0\",\"id\":\"x-1\",\"error\":{\"code\":-32601,\"message\":\"method not found\"}}\n"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            engine
+                .handle_line(br#"{"jsonrpc":"2.0","method":"_auth/status_update","params":{}}"#)
+                .unwrap(),
+            Step::Nothing
+        ));
+        assert!(matches!(
+            engine.handle_line(b"  \r").unwrap(),
+            Step::Nothing
+        ));
+    }
+
+    #[test]
+    fn unexpected_and_invalid_lines_fail() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        for (line, needle) in [
+            (&b"{oops"[..], "invalid JSON"),
+            (b"[1,2]", "not a JSON object"),
+            (br#"{"jsonrpc":"2.0","id":2}"#, "unexpected message"),
+            (
+                br#"{"jsonrpc":"2.0","id":9,"result":{}}"#,
+                "unexpected message",
+            ),
+            (b"{\"a\":\"\xff\"}", "UTF-8"),
+        ] {
+            let error = engine.handle_line(line).unwrap_err();
+            assert!(error.description().contains(needle), "{error}");
+        }
+    }
+
+    #[test]
+    fn error_answers_are_recorded() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        let error = engine
+            .handle_line(
+                br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"boom","data":[1]}}"#,
+            )
+            .unwrap_err();
+        match error {
+            AcpError::AgentProtocol(p) => {
+                assert_eq!(p.code, Some(-32000));
+                assert_eq!(p.message.as_deref(), Some("boom"));
+                assert_eq!(p.data.as_deref(), Some("[1]"));
+                assert!(p.description.contains("session/prompt (id 2)"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(engine.agent_error(), Some("boom"));
+    }
+
+    #[test]
+    fn initialize_rejects_other_protocol_versions() {
+        let mut engine = engine_with(limits(), PermissionPolicy::default());
+        engine.begin_initialize().unwrap();
+        let error = engine
+            .handle_line(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2}}"#)
+            .unwrap_err();
+        assert!(error.description().contains("version 2"));
+    }
+
+    #[test]
+    fn prompts_need_a_session_and_fit_request_bytes() {
+        let mut engine = engine_with(limits(), PermissionPolicy::default());
+        assert!(engine
+            .begin_prompt(&[])
+            .unwrap_err()
+            .description()
+            .contains("start()"));
+        let mut tight = limits();
+        tight.request_bytes = 64;
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        engine.config.limits = tight;
+        let error = engine
+            .begin_prompt(&[ContentBlock::Text("x".repeat(100))])
+            .unwrap_err();
+        assert!(
+            matches!(error, AcpError::RequestCapacityExceeded(ref m) if m.contains("request_bytes"))
+        );
+    }
+
+    fn select(policy: PermissionPolicy, tool_call: &str, options: &str) -> Selection {
+        let mut engine = prompting(limits(), policy.clone());
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"session/request_permission","params":{{"sessionId":"s","toolCall":{tool_call},"options":{options}}}}}"#
+        );
+        match engine.handle_line(line.as_bytes()).unwrap() {
+            Step::Permission(event) => engine.policy_selection(&event),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn permission_policy_follows_the_reference_order() {
+        let all = r#"[{"optionId":"ra1","kind":"reject_always"},{"optionId":"aa","kind":"allow_always"},{"optionId":"ao","kind":"allow_once"},{"optionId":"ro","kind":"reject_once"},{"optionId":"ra2","kind":"reject_always"}]"#;
+        let execute = r#"{"toolCallId":"t","title":"mcp__x__run","kind":"execute"}"#;
+        let by_kind = PermissionPolicy {
+            allowed_tool_kinds: vec!["execute".into()],
+            ..Default::default()
+        };
+        let by_title = PermissionPolicy {
+            allowed_title_prefixes: vec!["mcp__x__".into()],
+            ..Default::default()
+        };
+        assert_eq!(select(by_kind.clone(), execute, all).option_id, "ao");
+        assert_eq!(
+            select(by_title, r#"{"title":"mcp__x__run"}"#, all).option_id,
+            "ao"
+        );
+        let no_once = r#"[{"optionId":"aa","kind":"allow_always"},{"optionId":"ra1","kind":"reject_always"},{"optionId":"ra2","kind":"reject_always"}]"#;
+        assert_eq!(select(by_kind.clone(), execute, no_once).option_id, "aa");
+        assert_eq!(
+            select(PermissionPolicy::default(), execute, all).option_id,
+            "ro"
+        );
+        let last_reject = select(PermissionPolicy::default(), execute, no_once);
+        assert_eq!(
+            (
+                last_reject.option_id.as_str(),
+                last_reject.option_kind.as_str()
+            ),
+            ("ra2", "reject_always")
+        );
+        assert_eq!(
+            select(by_kind.clone(), execute, "[]"),
+            Selection::cancelled()
+        );
+        assert_eq!(
+            select(by_kind, execute, r#""not an array""#),
+            Selection::cancelled()
+        );
+    }
+
+    #[test]
+    fn permission_answers_echo_the_id() {
+        let mut engine = prompting(limits(), PermissionPolicy::default());
+        let line = br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":"x","kind":"edit","status":"pending"},"options":[{"optionId":"r","name":"Reject","kind":"reject_once"}]}}"#;
+        let Step::Permission(event) = engine.handle_line(line).unwrap() else {
+            panic!("expected a permission request")
+        };
+        let preview = event.preview();
+        assert_eq!(
+            (preview.outcome.as_str(), preview.envelope.as_str()),
+            ("pending", "")
+        );
+        let selection = engine.policy_selection(&event);
+        let record = event.record(&selection, true);
+        assert_eq!(record.tool_kind, "edit");
+        assert_eq!(
+            record.options,
+            vec![("r".into(), "Reject".into(), "reject_once".into())]
+        );
+        assert_eq!(record.envelope.as_bytes(), line);
+        assert_eq!(
+            engine.permission_answer(&event, &selection).unwrap(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":123456789012345678901234567890,\"result\":{\"outcome\":{\"outcome\":\"selected\",\"optionId\":\"r\"}}}\n"
+        );
+    }
+}
