@@ -40,7 +40,7 @@ def stubborn_agent(pid_file: Path, prompt_action: str = ":") -> str:
     return (
         "trap '' TERM\n"
         "sleep 100 &\n"
-        f'printf \'%s\\n\' "$!" > {sq(str(pid_file))}\n'
+        f"printf '%s\\n' \"$!\" > {sq(str(pid_file))}\n"
         + agent(None, prompt_action)
         + "exec sleep 30\n"
     )
@@ -62,9 +62,7 @@ def acp_fast_path() -> str:
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [acp_fast_path(), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([acp_fast_path(), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -269,9 +267,8 @@ def _prompt_sent(log: Path) -> bool:
 def test_second_thread_call_gets_runtime_error(make_client, tmp_path: Path) -> None:
     log = tmp_path / "received.jsonl"
     go = tmp_path / "go"
-    wait_then_answer = (
-        f"while [ ! -e {sq(str(go))} ]; do sleep 0.05; done; "
-        + emit(chunk_line("first"), stop_line(2))
+    wait_then_answer = f"while [ ! -e {sq(str(go))} ]; do sleep 0.05; done; " + emit(
+        chunk_line("first"), stop_line(2)
     )
     client = make_client(agent(log, wait_then_answer))
     client.start()
