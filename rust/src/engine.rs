@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::encode::{self, ClientInfo, ContentBlock, McpServer};
 use crate::error::{excerpt, AcpError, ProtocolError};
-use crate::wire::{self, Envelope, PermissionFields, UpdateFields, WireError};
+use crate::wire::{self, Envelope, Params, UpdateFields, WireError};
 
 /// Caps on traffic; every one must be above zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +198,7 @@ pub struct PermissionEvent<'a> {
     /// The agent's id, exactly as sent.
     pub raw_id: &'a str,
     pub envelope: &'a str,
-    pub fields: PermissionFields<'a>,
+    pub fields: Params<'a>,
 }
 
 /// A decision on a permission request.
@@ -374,6 +374,8 @@ pub enum Completion {
 
 /// What one incoming line asks of the driver.
 #[derive(Debug)]
+// Unboxed on purpose: boxing would cost an allocation per line on the hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum Step<'a> {
     /// Nothing to do (a blank line, a notification the client does not serve).
     Nothing,
@@ -538,24 +540,15 @@ impl Engine {
         if line.is_empty() {
             return Ok(Step::Nothing);
         }
-        let envelope = match std::str::from_utf8(line) {
-            Ok(text) => text,
-            Err(e) => {
-                return Err(AcpError::protocol(format!(
-                    "the agent sent a line that is not valid UTF-8 (at byte {}): {}",
-                    e.valid_up_to(),
-                    excerpt(line, 200)
-                )))
-            }
-        };
         let message = wire::classify(line).map_err(|e| self.wire_error(&e, line))?;
+        let envelope = message.text;
         if let Some(pending) = &self.pending {
             if message.is_response_for(pending.id) {
                 return self.complete(&message).map(Step::Done);
             }
         }
         match message.method.as_deref() {
-            Some("session/update") => self.update(&message, envelope).map(Step::Update),
+            Some("session/update") => self.update(message).map(Step::Update),
             Some("session/request_permission") => match message.id {
                 Some(raw_id) => Ok(Step::Permission(PermissionEvent {
                     raw_id: raw_id.get(),
@@ -607,11 +600,8 @@ impl Engine {
         }
     }
 
-    fn update<'a>(
-        &mut self,
-        message: &Envelope<'a>,
-        envelope: &'a str,
-    ) -> Result<UpdateEvent<'a>, AcpError> {
+    fn update<'a>(&mut self, message: Envelope<'a>) -> Result<UpdateEvent<'a>, AcpError> {
+        let envelope = message.text;
         let limits = self.config.limits;
         let update_sequence = self.next_update_sequence;
         if update_sequence > limits.update_count {

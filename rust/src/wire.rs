@@ -14,6 +14,8 @@ use serde_json::value::RawValue;
 /// Why a line is not a usable message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireError {
+    /// Not UTF-8 (the byte offset of the first invalid sequence).
+    NotUtf8(usize),
     /// Not JSON at all (with serde's description, which names line and column).
     InvalidJson(String),
     /// Valid JSON, but not an object.
@@ -25,6 +27,7 @@ pub enum WireError {
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            WireError::NotUtf8(at) => write!(f, "a line that is not valid UTF-8 (at byte {at})"),
             WireError::InvalidJson(detail) => write!(f, "invalid JSON ({detail})"),
             WireError::NotAnObject => write!(f, "a JSON value that is not a JSON object"),
             WireError::Malformed(detail) => write!(f, "{detail}"),
@@ -41,15 +44,53 @@ where
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
-/// The top level of any JSON-RPC message, nested values left raw.
+/// `params`: absent, present but not an object, or an object read in the same pass as the
+/// envelope. The fields of every message the client acts on are read here at once, whatever the
+/// method (unknown keys are skipped), so each line is scanned once.
+// Unboxed on purpose: boxing would cost an allocation per line on the hot path.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Default)]
+pub enum ParamsField<'a> {
+    #[default]
+    Absent,
+    NotObject,
+    Object(Params<'a>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ParamsField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Obj::<Params<'a>>::deserialize(d)?.0 {
+            Some(params) => ParamsField::Object(params),
+            None => ParamsField::NotObject,
+        })
+    }
+}
+
+/// The fields of `params` the client reads: `session/update` uses `sessionId` and `update`,
+/// `session/request_permission` uses `sessionId`, `toolCall` and `options`.
+#[derive(Deserialize, Default, Debug)]
+pub struct Params<'a> {
+    #[serde(default, borrow, rename = "sessionId")]
+    pub session_id: Str<'a>,
+    #[serde(default, borrow)]
+    pub update: Obj<UpdateFields<'a>>,
+    #[serde(default, borrow, rename = "toolCall")]
+    pub tool_call: Obj<ToolCallFields<'a>>,
+    /// `None` when `options` is absent or not an array; non-object items are `Obj(None)`.
+    #[serde(default, borrow)]
+    pub options: Arr<Obj<OptionFields<'a>>>,
+}
+
+/// The top level of any JSON-RPC message; `result` and `error` are left raw (they are read only
+/// for the one response a call waits for).
 #[derive(Deserialize)]
 struct RawEnvelope<'a> {
     #[serde(default, borrow, deserialize_with = "present_raw")]
     id: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present_raw")]
-    method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present_raw")]
-    params: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    method: Str<'a>,
+    #[serde(default, borrow)]
+    params: ParamsField<'a>,
     #[serde(default, borrow, deserialize_with = "present_raw")]
     result: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present_raw")]
@@ -59,11 +100,13 @@ struct RawEnvelope<'a> {
 /// One classified line.
 #[derive(Debug)]
 pub struct Envelope<'a> {
+    /// The whole line (valid UTF-8).
+    pub text: &'a str,
     /// The id exactly as sent (any JSON value), when present.
     pub id: Option<&'a RawValue>,
     /// The method, when present and a string.
     pub method: Option<Cow<'a, str>>,
-    pub params: Option<&'a RawValue>,
+    pub params: ParamsField<'a>,
     pub result: Option<&'a RawValue>,
     pub error: Option<&'a RawValue>,
 }
@@ -85,31 +128,27 @@ impl<'a> Envelope<'a> {
     }
 }
 
-/// Parses the top level of a line (already trimmed of surrounding whitespace).
+/// Parses a line (already trimmed of surrounding whitespace) in one pass.
 pub fn classify(line: &[u8]) -> Result<Envelope<'_>, WireError> {
-    match line.iter().find(|b| !b.is_ascii_whitespace()) {
+    let text = std::str::from_utf8(line).map_err(|e| WireError::NotUtf8(e.valid_up_to()))?;
+    match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         Some(_) => {
             // Tell "not JSON" apart from "JSON, but not an object".
-            return match serde_json::from_slice::<IgnoredAny>(line) {
+            return match serde_json::from_str::<IgnoredAny>(text) {
                 Ok(_) => Err(WireError::NotAnObject),
                 Err(e) => Err(WireError::InvalidJson(e.to_string())),
             };
         }
         None => return Err(WireError::InvalidJson("empty line".into())),
     }
+    // from_str, not from_slice: the text is known to be UTF-8, so strings need no re-check.
     let raw: RawEnvelope<'_> =
-        serde_json::from_slice(line).map_err(|e| WireError::InvalidJson(e.to_string()))?;
-    let method = match raw.method {
-        Some(value) if value.get().starts_with('"') => Some(
-            serde_json::from_str::<Cow<'_, str>>(value.get())
-                .map_err(|e| WireError::InvalidJson(e.to_string()))?,
-        ),
-        _ => None,
-    };
+        serde_json::from_str(text).map_err(|e| WireError::InvalidJson(e.to_string()))?;
     Ok(Envelope {
+        text,
         id: raw.id,
-        method,
+        method: raw.method.0,
         params: raw.params,
         result: raw.result,
         error: raw.error,
@@ -313,14 +352,6 @@ pub struct UpdateFields<'a> {
     pub entries: Arr<Obj<PlanEntry<'a>>>,
 }
 
-#[derive(Deserialize, Default, Debug)]
-struct UpdateParams<'a> {
-    #[serde(default, borrow, rename = "sessionId")]
-    session_id: Str<'a>,
-    #[serde(default, borrow)]
-    update: Obj<UpdateFields<'a>>,
-}
-
 /// What a `session/update` carries, borrowed from its line.
 #[derive(Debug)]
 pub struct SessionUpdate<'a> {
@@ -328,23 +359,21 @@ pub struct SessionUpdate<'a> {
     pub fields: UpdateFields<'a>,
 }
 
-fn params_object<'a>(params: Option<&'a RawValue>, what: &str) -> Result<&'a str, WireError> {
-    match params {
-        Some(raw) if raw.get().starts_with('{') => Ok(raw.get()),
-        Some(_) => Err(WireError::Malformed(format!(
-            "{what} whose params is not a JSON object"
-        ))),
-        None => Err(WireError::Malformed(format!("{what} without params"))),
-    }
-}
-
-/// Reads a `session/update`'s params; fails when there is no params object, no update object
+/// Takes a `session/update`'s fields; fails when there is no params object, no update object
 /// or no string `sessionUpdate`.
-pub fn session_update(params: Option<&RawValue>) -> Result<SessionUpdate<'_>, WireError> {
-    let text = params_object(params, "session/update")?;
-    let parsed: UpdateParams<'_> = serde_json::from_str(text)
-        .map_err(|e| WireError::Malformed(format!("session/update params unreadable: {e}")))?;
-    let fields = parsed.update.0.ok_or_else(|| {
+pub fn session_update(params: ParamsField<'_>) -> Result<SessionUpdate<'_>, WireError> {
+    let params = match params {
+        ParamsField::Object(params) => params,
+        ParamsField::NotObject => {
+            return Err(WireError::Malformed(
+                "session/update whose params is not a JSON object".into(),
+            ))
+        }
+        ParamsField::Absent => {
+            return Err(WireError::Malformed("session/update without params".into()))
+        }
+    };
+    let fields = params.update.0.ok_or_else(|| {
         WireError::Malformed(
             "session/update whose params.update is missing or not an object".into(),
         )
@@ -355,7 +384,7 @@ pub fn session_update(params: Option<&RawValue>) -> Result<SessionUpdate<'_>, Wi
         ));
     }
     Ok(SessionUpdate {
-        session_id: parsed.session_id.0.unwrap_or(Cow::Borrowed("")),
+        session_id: params.session_id.0.unwrap_or(Cow::Borrowed("")),
         fields,
     })
 }
@@ -382,26 +411,12 @@ pub struct OptionFields<'a> {
     pub kind: Str<'a>,
 }
 
-/// What a `session/request_permission` carries, borrowed from its line.
-#[derive(Deserialize, Default, Debug, Clone)]
-pub struct PermissionFields<'a> {
-    #[serde(default, borrow, rename = "sessionId")]
-    pub session_id: Str<'a>,
-    #[serde(default, borrow, rename = "toolCall")]
-    pub tool_call: Obj<ToolCallFields<'a>>,
-    /// `None` when `options` is absent or not an array; non-object items are `Obj(None)`.
-    #[serde(default, borrow)]
-    pub options: Arr<Obj<OptionFields<'a>>>,
-}
-
-/// Reads a permission request's params. Missing or wrongly typed fields read as absent: the
-/// client still answers (with `cancelled` when no option can be chosen).
-pub fn permission_request(params: Option<&RawValue>) -> PermissionFields<'_> {
+/// What a `session/request_permission` carries. Missing or wrongly typed fields read as absent:
+/// the client still answers (with `cancelled` when no option can be chosen).
+pub fn permission_request(params: ParamsField<'_>) -> Params<'_> {
     match params {
-        Some(raw) if raw.get().starts_with('{') => {
-            serde_json::from_str(raw.get()).unwrap_or_default()
-        }
-        _ => PermissionFields::default(),
+        ParamsField::Object(params) => params,
+        _ => Params::default(),
     }
 }
 
@@ -545,6 +560,11 @@ pub fn prompt_result(result: &RawValue) -> Result<PromptFields<'_>, WireError> {
 mod tests {
     use super::*;
 
+    /// A message line around `params` (raw JSON text).
+    fn line_with(params: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","method":"x","params":{params}}}"#)
+    }
+
     #[test]
     fn classifies_a_response() {
         let env =
@@ -588,6 +608,14 @@ mod tests {
     }
 
     #[test]
+    fn refuses_invalid_utf8() {
+        assert_eq!(
+            classify(b"{\"a\":\"\xff\"}").unwrap_err(),
+            WireError::NotUtf8(6)
+        );
+    }
+
+    #[test]
     fn tells_invalid_json_from_non_objects() {
         assert!(matches!(classify(b"{nope"), Err(WireError::InvalidJson(_))));
         assert!(matches!(classify(b"nope"), Err(WireError::InvalidJson(_))));
@@ -618,11 +646,10 @@ mod tests {
 
     #[test]
     fn wrongly_typed_update_fields_read_as_absent() {
-        let params = RawValue::from_string(
-            r#"{"sessionId":7,"update":{"sessionUpdate":"tool_call","title":[1],"content":[{"type":"content"}],"toolCallId":{"a":1},"entries":"x"}}"#.into(),
-        )
-        .unwrap();
-        let update = session_update(Some(&params)).unwrap();
+        let line = line_with(
+            r#"{"sessionId":7,"update":{"sessionUpdate":"tool_call","title":[1],"content":[{"type":"content"}],"toolCallId":{"a":1},"entries":"x"}}"#,
+        );
+        let update = session_update(classify(line.as_bytes()).unwrap().params).unwrap();
         assert_eq!(update.session_id, "");
         assert_eq!(update.fields.title.as_str(), None);
         assert!(update.fields.content.0.is_none());
@@ -639,19 +666,22 @@ mod tests {
             r#"{"update":{"sessionUpdate":3}}"#,
             r#"{"update":{}}"#,
         ] {
-            let raw = RawValue::from_string(params.into()).unwrap();
-            assert!(session_update(Some(&raw)).is_err(), "{params}");
+            let line = line_with(params);
+            assert!(
+                session_update(classify(line.as_bytes()).unwrap().params).is_err(),
+                "{params}"
+            );
         }
-        assert!(session_update(None).is_err());
+        let no_params = classify(br#"{"method":"session/update"}"#).unwrap();
+        assert!(session_update(no_params.params).is_err());
     }
 
     #[test]
     fn reads_permission_options_leniently() {
-        let raw = RawValue::from_string(
-            r#"{"sessionId":"s","toolCall":{"toolCallId":"t","title":"run","kind":"execute"},"options":[{"optionId":"a","name":"A","kind":"allow_once"},5,{"optionId":1}]}"#.into(),
-        )
-        .unwrap();
-        let fields = permission_request(Some(&raw));
+        let line = line_with(
+            r#"{"sessionId":"s","toolCall":{"toolCallId":"t","title":"run","kind":"execute"},"options":[{"optionId":"a","name":"A","kind":"allow_once"},5,{"optionId":1}]}"#,
+        );
+        let fields = permission_request(classify(line.as_bytes()).unwrap().params);
         let tool = fields.tool_call.0.unwrap();
         assert_eq!(tool.kind.as_str(), Some("execute"));
         assert_eq!(tool.status.as_str(), None);
