@@ -9,7 +9,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from . import _core
 from ._errors import CapacityOverflow, InvalidLimits
@@ -123,6 +123,13 @@ class Client:
     The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
     bytes) and starts the agent in a session of its own; `start` opens the conversation. Calls
     run one at a time; `request_cancel` and `close` may be called from any thread.
+
+    ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
+    drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
+    `stderr_tail()` and appended to the `AgentProtocolError` raised when the agent's output ends.
+
+    A client belongs to the process that made it: after ``os.fork()`` the child cannot use it
+    (calls raise `AgentProtocolError`, `close()` does nothing), and the parent's is unaffected.
     """
 
     def __init__(
@@ -139,6 +146,8 @@ class Client:
         mcp_servers: Iterable[McpServer] = (),
         permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008
         observer: object | None = None,
+        stderr: Literal["discard", "inherit", "tail"] = "discard",
+        stderr_tail_bytes: int = 64 * 1024,
     ) -> None:
         self._core: _core.CoreClient | None = None
         if isinstance(args, str):
@@ -215,6 +224,8 @@ class Client:
             on_update,
             preview,
             commit,
+            stderr,
+            _positive("stderr_tail_bytes", stderr_tail_bytes),
         )
         with _live_lock:
             _live_clients.add(self)
@@ -272,6 +283,10 @@ class Client:
             core.close()
 
     # --- state ---------------------------------------------------------------------------
+
+    def stderr_tail(self) -> str:
+        """The last `stderr_tail_bytes` of the agent's stderr ("" unless ``stderr="tail"``)."""
+        return self._live.stderr_tail()
 
     def reader_status(self) -> ReaderStatus:
         return ReaderStatus(*self._live.reader_status())

@@ -87,7 +87,10 @@ class CoreClient:
         on_update: Callable[[Update], object] | None,
         permission_preview: Callable[[_PermissionRecord], tuple[str, str, str] | None] | None,
         permission_commit: Callable[[_PermissionRecord], object] | None,
+        stderr: str = "discard",
+        stderr_tail_bytes: int = 65536,
     ) -> None: ...
+    def stderr_tail(self) -> str: ...
     def start(self, cwd: str | None = None) -> None: ...
     def prompt(
         self, blocks: list[tuple[Any, ...]]

@@ -525,13 +525,18 @@ impl Engine {
 
     /// The error for the agent's output ending while a call waits.
     pub fn output_ended(&self) -> AcpError {
-        match self.pending() {
-            Some((kind, id)) => AcpError::protocol(format!(
+        let description = match self.pending() {
+            Some((kind, id)) => format!(
                 "the agent's output ended before the response to {} (id {id}): the agent exited or closed its stdout",
                 kind.method()
-            )),
-            None => AcpError::protocol("the agent's output ended"),
-        }
+            ),
+            None => "the agent's output ended".to_owned(),
+        };
+        AcpError::AgentProtocol(ProtocolError {
+            description,
+            output_ended: true,
+            ..ProtocolError::default()
+        })
     }
 
     /// Interprets one line (its `\n` already removed).
@@ -770,6 +775,7 @@ impl Engine {
                 code: answer.code,
                 message: answer.message,
                 data: answer.data,
+                output_ended: false,
             }));
         }
         match message.result {

@@ -25,6 +25,9 @@ pub struct ProtocolError {
     pub message: Option<String>,
     /// The error's `data` as raw JSON text.
     pub data: Option<String>,
+    /// The agent's output ended before the awaited response (hosts add the exit status and
+    /// stderr they know of).
+    pub output_ended: bool,
 }
 
 impl AcpError {

@@ -1,15 +1,32 @@
 //! The agent process: started in a session of its own (so it leads its own process group), with
-//! pipes on stdin/stdout and stderr discarded; stopped by SIGTERM then SIGKILL to the whole group
-//! (falling back to the child alone); reaped. `PipeTransport` reads and writes its pipes with
-//! waits bounded to a short interval, so the caller can check signals between them.
+//! pipes on stdin/stdout and stderr discarded, inherited or drained into a ring buffer; stopped by
+//! SIGTERM then SIGKILL to the whole group (falling back to the child alone) and to every
+//! descendant found under /proc, even one that left the group; reaped. `PipeTransport` reads and
+//! writes its pipes with waits bounded to a short interval, so the caller can check signals
+//! between them, and reports the end of output once the agent itself has exited even when a
+//! process it started still holds the pipe.
 
-use std::io;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::driver::{ReadOutcome, Transport, WriteOutcome};
+
+/// What happens to the agent's stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StderrMode {
+    /// Sent to /dev/null (the reference's behaviour).
+    #[default]
+    Discard,
+    /// Shared with the host's own stderr.
+    Inherit,
+    /// Drained by a thread into a ring buffer of this many bytes.
+    Tail(usize),
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct SpawnOptions {
@@ -18,12 +35,71 @@ pub struct SpawnOptions {
     pub cwd: Option<String>,
     /// `None` inherits the caller's environment; `Some` replaces it.
     pub env: Option<Vec<(String, String)>>,
+    pub stderr: StderrMode,
+}
+
+/// The last bytes of the agent's stderr, filled by a drain thread.
+pub struct StderrTail {
+    state: Mutex<(VecDeque<u8>, bool)>,
+    ended: Condvar,
+    capacity: usize,
+}
+
+impl StderrTail {
+    fn new(capacity: usize) -> StderrTail {
+        StderrTail {
+            state: Mutex::new((VecDeque::with_capacity(capacity.min(1 << 16)), false)),
+            ended: Condvar::new(),
+            capacity,
+        }
+    }
+
+    fn drain(&self, mut pipe: std::process::ChildStderr) {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let count = match pipe.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(count) => count,
+            };
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let bytes = &chunk[..count];
+            let keep = bytes.len().min(self.capacity);
+            let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
+            state.0.drain(..overflow);
+            state.0.extend(&bytes[bytes.len() - keep..]);
+        }
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.ended.notify_all();
+    }
+
+    /// Waits up to `timeout` for the agent's stderr to end (so a dying agent's last words are
+    /// in), then returns the tail.
+    pub fn snapshot(&self, timeout: Duration) -> Vec<u8> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while !state.1 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .ended
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        state.0.iter().copied().collect()
+    }
 }
 
 /// A running (or exited, not yet reaped) agent.
 pub struct Agent {
     child: Child,
     reaped: bool,
+    /// The process that started the agent: after fork(), a child process must not stop or reap
+    /// its parent's agent.
+    owner: u32,
+    stderr_tail: Option<Arc<StderrTail>>,
 }
 
 pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
@@ -32,7 +108,11 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         .args(&options.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(match options.stderr {
+            StderrMode::Discard => Stdio::null(),
+            StderrMode::Inherit => Stdio::inherit(),
+            StderrMode::Tail(_) => Stdio::piped(),
+        });
     if let Some(cwd) = &options.cwd {
         command.current_dir(cwd);
     }
@@ -66,17 +146,74 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         .into();
     set_nonblocking(&stdin)?;
     set_nonblocking(&stdout)?;
+    let stderr_tail = match (options.stderr, child.stderr.take()) {
+        (StderrMode::Tail(capacity), Some(pipe)) => {
+            let tail = Arc::new(StderrTail::new(capacity));
+            let drain = Arc::clone(&tail);
+            std::thread::Builder::new()
+                .name("acp-fast-stderr".into())
+                .spawn(move || drain.drain(pipe))?;
+            Some(tail)
+        }
+        _ => None,
+    };
+    let pid = child.id() as libc::pid_t;
     Ok((
         Agent {
             child,
             reaped: false,
+            owner: std::process::id(),
+            stderr_tail,
         },
         PipeTransport {
             stdin,
             stdout,
+            pid,
             wait: Duration::from_millis(100),
         },
     ))
+}
+
+/// Every process descended from `root`, found by walking /proc (parent links), so that a
+/// descendant which left the agent's group (setsid) is still reached. One that was re-parented
+/// away before the walk (its parent already exited) cannot be found: Linux keeps no such link.
+pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The command name may hold spaces and parentheses: fields follow the last ')'.
+        let Some(fields) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+            continue;
+        };
+        if let Some(parent) = fields
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+        {
+            children.entry(parent).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for &child in children.get(&pid).into_iter().flatten() {
+            found.push(child);
+            queue.push(child);
+        }
+    }
+    found
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
@@ -110,31 +247,53 @@ impl Agent {
         self.reaped
     }
 
-    /// SIGTERM, then SIGKILL, to the whole group; returns without waiting.
+    /// Whether this process started the agent (false in a child made by fork()).
+    pub fn owned_here(&self) -> bool {
+        self.owner == std::process::id()
+    }
+
+    pub fn stderr_tail(&self) -> Option<&Arc<StderrTail>> {
+        self.stderr_tail.as_ref()
+    }
+
+    /// SIGTERM, then SIGKILL, to the whole group and to every descendant; returns without
+    /// waiting.
     pub fn stop(&mut self) {
-        if self.reaped {
+        if self.reaped || !self.owned_here() {
             return;
         }
         let pid = self.child.id() as libc::pid_t;
+        // Walk first: once the agent dies its children are re-parented and cannot be traced.
+        let descendants = descendants(pid);
         signal_group(pid, libc::SIGTERM);
         signal_group(pid, libc::SIGKILL);
+        for descendant in descendants {
+            // SAFETY: plain kill(2) of a pid seen as a descendant a moment ago.
+            unsafe { libc::kill(descendant, libc::SIGKILL) };
+        }
     }
 
-    /// Stops the group and waits for the agent to exit.
+    /// Stops everything and waits for the agent to exit.
     pub fn stop_and_reap(&mut self) {
         self.stop();
-        if !self.reaped {
+        if !self.reaped && self.owned_here() {
             let _ = self.child.wait();
             self.reaped = true;
         }
     }
 
-    /// Reaps the agent if it has exited, without waiting.
-    pub fn try_reap(&mut self) -> bool {
-        if !self.reaped && matches!(self.child.try_wait(), Ok(Some(_))) {
-            self.reaped = true;
+    /// The agent's exit status, reaping it, if it has exited; never waits.
+    pub fn try_exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        if !self.owned_here() {
+            return None;
         }
-        self.reaped
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.reaped = true;
+                Some(status)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -144,10 +303,27 @@ impl Drop for Agent {
     }
 }
 
+/// Whether `pid` (our child) has exited, without reaping it.
+fn has_exited(pid: libc::pid_t) -> bool {
+    // SAFETY: waitid with WNOWAIT only inspects; the siginfo is ours to fill.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let result = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        // ECHILD: already reaped (by close() on another thread).
+        result != 0 || info.si_pid() != 0
+    }
+}
+
 /// The agent's stdin and stdout, both non-blocking, waited on with poll(2).
 pub struct PipeTransport {
     stdin: OwnedFd,
     stdout: OwnedFd,
+    pid: libc::pid_t,
     wait: Duration,
 }
 
@@ -186,6 +362,11 @@ impl Transport for PipeTransport {
                 io::ErrorKind::Interrupted => return Ok(ReadOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
                     if !wait_for(&self.stdout, libc::POLLIN, self.wait)? {
+                        // Nothing is buffered. If the agent itself is gone, a process it
+                        // started may hold the pipe open forever: its output has ended.
+                        if has_exited(self.pid) {
+                            return Ok(ReadOutcome::Eof);
+                        }
                         return Ok(ReadOutcome::Idle);
                     }
                 }

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
@@ -18,7 +19,7 @@ use crate::engine::{
     TransferLimits, UpdateEvent, UpdateKind,
 };
 use crate::error::AcpError;
-use crate::process::{self, Agent, PipeTransport, SpawnOptions};
+use crate::process::{self, Agent, PipeTransport, SpawnOptions, StderrMode};
 use crate::reader::{self, Storage};
 
 // --- the Python-side classes this module hands out ------------------------------------------
@@ -476,6 +477,9 @@ pub struct CoreClient {
     published: Mutex<Published>,
     flags: Flags,
     pid: u32,
+    /// The process that made this client; after fork() the child may not use it.
+    owner: u32,
+    stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
 }
 
 /// (response, stop_reason, (overflow kind, admitted bytes, admitted segments, withheld seq)).
@@ -534,6 +538,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl CoreClient {
     /// Takes the call lock, or explains why no call can run now.
     fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, CallState>> {
+        if !self.owned_here() {
+            return Err(to_pyerr(
+                py,
+                AcpError::protocol(format!(
+                    "this client belongs to process {} and cannot be used in process {} (made by fork()); create a new client here",
+                    self.owner,
+                    std::process::id()
+                )),
+            ));
+        }
         if self.flags.closed.load(Ordering::SeqCst) {
             return Err(to_pyerr(py, AcpError::protocol("the client is closed")));
         }
@@ -597,16 +611,53 @@ impl CoreClient {
             state.pipes = None;
         }
         result.map_err(|error| match error {
-            CallError::Acp(AcpError::AgentProtocol(mut protocol))
-                if self.flags.cancel_requested.load(Ordering::SeqCst) =>
-            {
-                protocol
-                    .description
-                    .push_str(" (request_cancel() had stopped the agent)");
+            CallError::Acp(AcpError::AgentProtocol(mut protocol)) => {
+                if protocol.output_ended {
+                    self.explain_end(py, &mut protocol.description);
+                }
                 to_pyerr(py, AcpError::AgentProtocol(protocol))
             }
             other => other.into_pyerr(py),
         })
+    }
+
+    fn owned_here(&self) -> bool {
+        self.owner == std::process::id()
+    }
+
+    /// Adds what is known about why the agent's output ended: who stopped it, its exit
+    /// status, and the tail of its stderr.
+    fn explain_end(&self, py: Python<'_>, description: &mut String) {
+        if self.flags.cancel_requested.load(Ordering::SeqCst) {
+            description.push_str(" (request_cancel() had stopped the agent)");
+        } else if self.flags.closed.load(Ordering::SeqCst) {
+            description.push_str(" (close() had stopped the agent)");
+        } else {
+            let status = py.detach(|| {
+                // Give a dying agent a moment to become reapable, so its status can be told.
+                let deadline = Instant::now() + Duration::from_millis(100);
+                loop {
+                    let status = lock(&self.agent).as_mut().and_then(Agent::try_exit_status);
+                    if status.is_some() || Instant::now() >= deadline {
+                        return status;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            if let Some(status) = status {
+                description.push_str(&format!("; the agent {}", describe_exit(status)));
+            }
+        }
+        if let Some(tail) = &self.stderr_tail {
+            let bytes = py.detach(|| tail.snapshot(Duration::from_millis(200)));
+            if !bytes.is_empty() {
+                description.push_str(&format!(
+                    "\nagent stderr (last {} bytes):\n{}",
+                    bytes.len(),
+                    String::from_utf8_lossy(&bytes)
+                ));
+            }
+        }
     }
 
     fn stop_agent(&self, py: Python<'_>, reap: bool) {
@@ -623,6 +674,15 @@ impl CoreClient {
     }
 }
 
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        _ => format!("ended ({status})"),
+    }
+}
+
 fn named(py: Python<'_>, entries: &[crate::engine::NamedEntry]) -> PyResult<Py<PyAny>> {
     let list = PyList::empty(py);
     for e in entries {
@@ -634,7 +694,7 @@ fn named(py: Python<'_>, entries: &[crate::engine::NamedEntry]) -> PyResult<Py<P
 #[pymethods]
 impl CoreClient {
     #[new]
-    #[pyo3(signature = (command, args, message_bytes, request_bytes, response_bytes, update_bytes, update_count, response_segment_count, transport_epoch, cwd, env, client_info, mcp_servers, allowed_tool_kinds, allowed_title_prefixes, on_update, permission_preview, permission_commit))]
+    #[pyo3(signature = (command, args, message_bytes, request_bytes, response_bytes, update_bytes, update_count, response_segment_count, transport_epoch, cwd, env, client_info, mcp_servers, allowed_tool_kinds, allowed_title_prefixes, on_update, permission_preview, permission_commit, stderr="discard", stderr_tail_bytes=65536))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -656,7 +716,27 @@ impl CoreClient {
         on_update: Option<Py<PyAny>>,
         permission_preview: Option<Py<PyAny>>,
         permission_commit: Option<Py<PyAny>>,
+        stderr: &str,
+        stderr_tail_bytes: usize,
     ) -> PyResult<CoreClient> {
+        let stderr = match stderr {
+            "discard" => StderrMode::Discard,
+            "inherit" => StderrMode::Inherit,
+            "tail" if stderr_tail_bytes > 0 => StderrMode::Tail(stderr_tail_bytes),
+            "tail" => {
+                return Err(to_pyerr(
+                    py,
+                    AcpError::InvalidLimits(format!(
+                        "stderr_tail_bytes must be above zero (got {stderr_tail_bytes})"
+                    )),
+                ))
+            }
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "stderr must be \"discard\", \"inherit\" or \"tail\" (got {other:?})"
+                )))
+            }
+        };
         let config = Config {
             limits: TransferLimits {
                 request_bytes,
@@ -701,6 +781,7 @@ impl CoreClient {
             args,
             cwd: cwd.clone(),
             env,
+            stderr,
         };
         let (agent, pipes) = py.detach(|| process::spawn(&options)).map_err(|e| {
             // io::Error's text ends in " (os error N)"; Python's OSError shows the errno itself.
@@ -720,6 +801,7 @@ impl CoreClient {
         })?;
         storage.activate();
         let pid = agent.pid();
+        let stderr_tail = agent.stderr_tail().cloned();
         let published = Published {
             reader: Some(storage.status()),
             ..Published::default()
@@ -740,7 +822,20 @@ impl CoreClient {
             published: Mutex::new(published),
             flags,
             pid,
+            owner: std::process::id(),
+            stderr_tail,
         })
+    }
+
+    /// The last bytes of the agent's stderr ("" unless stderr="tail").
+    fn stderr_tail(&self, py: Python<'_>) -> String {
+        match &self.stderr_tail {
+            Some(tail) => {
+                let bytes = py.detach(|| tail.snapshot(Duration::ZERO));
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            None => String::new(),
+        }
     }
 
     /// `initialize` then `session/new` in `cwd` (the caller's directory when None).
@@ -783,6 +878,9 @@ impl CoreClient {
 
     /// Stops the agent's group, reaps the agent and releases the pipes. Idempotent; any thread.
     fn close(&self, py: Python<'_>) {
+        if !self.owned_here() {
+            return; // the agent belongs to the process that forked us
+        }
         self.flags.closed.store(true, Ordering::SeqCst);
         self.stop_agent(py, true);
         if let Ok(mut state) = self.call.try_lock() {
