@@ -37,6 +37,9 @@ pub trait Host {
     type Error: From<AcpError>;
     /// Called once per update, in arrival order, before its text joins the reply.
     fn on_update(&mut self, update: &UpdateEvent<'_>) -> Result<(), Self::Error>;
+    /// Called after `on_update` when the update's text joined the reply (for hosts that
+    /// assemble the reply themselves; see `Config::collect_reply`).
+    fn on_reply_text(&mut self, _update: &UpdateEvent<'_>) {}
     /// Asked first on a permission request; `None` leaves the decision to the policy.
     fn on_permission(
         &mut self,
@@ -157,7 +160,11 @@ impl Conversation {
                 }
                 Step::Update(update) => {
                     host.on_update(&update)?;
-                    if let Some(cancel) = self.engine.admit_update(&update)? {
+                    let admission = self.engine.admit_update(&update)?;
+                    if admission.joined {
+                        host.on_reply_text(&update);
+                    }
+                    if let Some(cancel) = admission.cancel {
                         write_all(transport, host, &mut cancel.as_slice(), "session/cancel")?;
                     }
                 }
@@ -335,6 +342,7 @@ mod tests {
             client_info: ClientInfo::default(),
             mcp_servers: vec![],
             policy: PermissionPolicy::default(),
+            collect_reply: true,
         })
         .unwrap();
         let mut storage = Storage::new(Limits { message_bytes }).unwrap();

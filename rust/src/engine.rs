@@ -71,6 +71,19 @@ pub struct Config {
     pub client_info: ClientInfo,
     pub mcp_servers: Vec<McpServer>,
     pub policy: PermissionPolicy,
+    /// Whether the engine assembles the reply text itself. A host that already holds each
+    /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
+    /// and `PromptOutcome::response` is then empty.
+    pub collect_reply: bool,
+}
+
+/// What `Engine::admit_update` decided about one update.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// The update's text joined the reply.
+    pub joined: bool,
+    /// The `session/cancel` to send: this chunk is the first one left out.
+    pub cancel: Option<Vec<u8>>,
 }
 
 /// The known `sessionUpdate` values, in the order of the Python `UpdateKind` enum.
@@ -393,6 +406,7 @@ pub enum Step<'a> {
 #[derive(Default)]
 struct Capture {
     text: String,
+    bytes: usize,
     segments: usize,
     overflow: Option<Overflow>,
 }
@@ -650,48 +664,58 @@ impl Engine {
     }
 
     /// After the observer has seen `update`: joins an agent message chunk to the reply within the
-    /// reply limits. Returns the `session/cancel` to send when this chunk is the first one left out.
-    pub fn admit_update(&mut self, update: &UpdateEvent<'_>) -> Result<Option<Vec<u8>>, AcpError> {
+    /// reply limits, or records the overflow and hands out the one `session/cancel` to send.
+    pub fn admit_update(&mut self, update: &UpdateEvent<'_>) -> Result<Admission, AcpError> {
         if update.kind != UpdateKind::AgentMessageChunk {
-            return Ok(None);
+            return Ok(Admission::default());
         }
         let limits = self.config.limits;
+        let collect = self.config.collect_reply;
         let Some(pending) = self.pending.as_mut() else {
-            return Ok(None);
+            return Ok(Admission::default());
         };
         if pending.kind != CallKind::Prompt {
-            return Ok(None);
+            return Ok(Admission::default());
         }
         let capture = &mut pending.capture;
         if capture.overflow.is_some() {
-            return Ok(None);
+            return Ok(Admission::default());
         }
         let kind = if capture.segments + 1 > limits.response_segment_count {
             Some(OverflowKind::ResponseSegments)
-        } else if capture.text.len().saturating_add(update.text.len()) > limits.response_bytes {
+        } else if capture.bytes.saturating_add(update.text.len()) > limits.response_bytes {
             Some(OverflowKind::ResponseBytes)
         } else {
             None
         };
         match kind {
             None => {
-                capture.text.push_str(&update.text);
+                if collect {
+                    capture.text.push_str(&update.text);
+                }
+                capture.bytes += update.text.len();
                 capture.segments += 1;
-                Ok(None)
+                Ok(Admission {
+                    joined: true,
+                    cancel: None,
+                })
             }
             Some(kind) => {
                 capture.overflow = Some(Overflow {
                     kind,
-                    admitted_bytes: capture.text.len(),
+                    admitted_bytes: capture.bytes,
                     admitted_segments: capture.segments,
                     withheld_update_sequence: update.update_sequence,
                 });
                 let session_id = self.session_id.clone().unwrap_or_default();
-                self.checked(
+                let cancel = self.checked(
                     encode::cancel(&session_id),
                     "the session/cancel notification",
-                )
-                .map(Some)
+                )?;
+                Ok(Admission {
+                    joined: false,
+                    cancel: Some(cancel),
+                })
             }
         }
     }
@@ -907,6 +931,7 @@ mod tests {
             client_info: ClientInfo::default(),
             mcp_servers: Vec::new(),
             policy,
+            collect_reply: true,
         })
         .unwrap()
     }
@@ -955,7 +980,7 @@ mod tests {
                     message_id: None,
                     tool_call_id: None,
                 })?;
-                Ok(cancel)
+                Ok(cancel.cancel)
             }
             other => panic!("expected an update, got {other:?}"),
         }
@@ -978,6 +1003,7 @@ mod tests {
             client_info: ClientInfo::default(),
             mcp_servers: vec![],
             policy: PermissionPolicy::default(),
+            collect_reply: true,
         })
         .err()
         .unwrap();

@@ -304,6 +304,10 @@ struct PyHost<'py, 'c> {
     flags: &'c Flags,
     /// The latest session id as a Python string: updates of one session share it.
     session_id: Option<(String, Py<PyString>)>,
+    /// The text object of the latest update handed to the observer.
+    last_text: Option<Py<PyString>>,
+    /// The admitted chunks of the prompt in flight, joined once at its end.
+    reply: Vec<Py<PyString>>,
 }
 
 impl<'py> PyHost<'py, '_> {
@@ -372,13 +376,23 @@ impl Host for PyHost<'_, '_> {
             update_sequence: update.update_sequence,
             session_id: self.session_id(&update.session_id),
             envelope: PyString::new(py, update.envelope).unbind(),
-            text: self.string(&update.text),
+            text: {
+                let text = self.string(&update.text);
+                self.last_text = Some(text.clone_ref(py));
+                text
+            },
             message_id: update.message_id.as_ref().map(|v| self.string(v)),
             tool_call_id: update.tool_call_id.as_ref().map(|v| self.string(v)),
         };
         let object = Bound::new(py, object)?;
         callback.bind(py).call1((object,))?;
         Ok(())
+    }
+
+    fn on_reply_text(&mut self, _update: &UpdateEvent<'_>) {
+        if let Some(text) = self.last_text.take() {
+            self.reply.push(text);
+        }
     }
 
     fn asks_permission(&self) -> bool {
@@ -483,7 +497,11 @@ pub struct CoreClient {
 }
 
 /// (response, stop_reason, (overflow kind, admitted bytes, admitted segments, withheld seq)).
-type PromptTuple = (String, String, Option<(&'static str, usize, usize, u64)>);
+type PromptTuple = (
+    Py<PyString>,
+    String,
+    Option<(&'static str, usize, usize, u64)>,
+);
 
 type McpServerArg = (String, String, Vec<String>, Vec<(String, String)>);
 
@@ -604,6 +622,8 @@ impl CoreClient {
             callbacks: &state.callbacks,
             flags: &self.flags,
             session_id: None,
+            last_text: None,
+            reply: Vec::new(),
         };
         let result = body(&mut state.conversation, &mut transport, &mut host);
         self.publish(state);
@@ -764,6 +784,8 @@ impl CoreClient {
                 allowed_tool_kinds,
                 allowed_title_prefixes,
             },
+            // The host joins the chunk strings it already made for the observer, once.
+            collect_reply: false,
         };
         // The reference's order: limits, then the reader's storage, then the process.
         let engine = Engine::new(config).map_err(|e| to_pyerr(py, e))?;
@@ -856,8 +878,18 @@ impl CoreClient {
             .iter()
             .map(|item| content_block(&item))
             .collect::<PyResult<Vec<_>>>()?;
-        let outcome = self.run(py, |conversation, transport, host| {
-            conversation.prompt(transport, host, &content)
+        let (reply, outcome) = self.run(py, |conversation, transport, host| {
+            let outcome = conversation.prompt(transport, host, &content)?;
+            let reply = match host.reply.len() {
+                0 => PyString::new(py, ""),
+                1 => host.reply[0].bind(py).clone(),
+                // One allocation of the final size, one copy of each chunk.
+                _ => PyString::new(py, "")
+                    .call_method1(intern!(py, "join"), (PyList::new(py, &host.reply)?,))?
+                    .cast_into::<PyString>()
+                    .map_err(PyErr::from)?,
+            };
+            Ok((reply.unbind(), outcome))
         })?;
         let overflow = outcome.overflow.map(|o| {
             (
@@ -867,7 +899,7 @@ impl CoreClient {
                 o.withheld_update_sequence,
             )
         });
-        Ok((outcome.response, outcome.stop_reason, overflow))
+        Ok((reply, outcome.stop_reason, overflow))
     }
 
     /// SIGTERM then SIGKILL to the agent's group; returns without waiting. Any thread.
