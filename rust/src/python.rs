@@ -304,10 +304,8 @@ struct PyHost<'py, 'c> {
     flags: &'c Flags,
     /// The latest session id as a Python string: updates of one session share it.
     session_id: Option<(String, Py<PyString>)>,
-    /// The text object of the latest update handed to the observer.
-    last_text: Option<Py<PyString>>,
-    /// The admitted chunks of the prompt in flight, joined once at its end.
-    reply: Vec<Py<PyString>>,
+    /// The reply of the prompt in flight, built as the chunks are admitted.
+    reply: ReplyBuilder,
 }
 
 impl<'py> PyHost<'py, '_> {
@@ -376,11 +374,7 @@ impl Host for PyHost<'_, '_> {
             update_sequence: update.update_sequence,
             session_id: self.session_id(&update.session_id),
             envelope: PyString::new(py, update.envelope).unbind(),
-            text: {
-                let text = self.string(&update.text);
-                self.last_text = Some(text.clone_ref(py));
-                text
-            },
+            text: self.string(&update.text),
             message_id: update.message_id.as_ref().map(|v| self.string(v)),
             tool_call_id: update.tool_call_id.as_ref().map(|v| self.string(v)),
         };
@@ -389,10 +383,8 @@ impl Host for PyHost<'_, '_> {
         Ok(())
     }
 
-    fn on_reply_text(&mut self, _update: &UpdateEvent<'_>) {
-        if let Some(text) = self.last_text.take() {
-            self.reply.push(text);
-        }
+    fn on_reply_text(&mut self, update: &UpdateEvent<'_>) {
+        self.reply.push(self.py, &update.text);
     }
 
     fn asks_permission(&self) -> bool {
@@ -444,6 +436,135 @@ impl Host for PyHost<'_, '_> {
             .into());
         }
         Ok(())
+    }
+}
+
+/// An owned reference to a `str` being written (released on drop, e.g. after an error).
+struct OwnedStr(*mut pyo3::ffi::PyObject);
+
+impl OwnedStr {
+    fn into_raw(self) -> *mut pyo3::ffi::PyObject {
+        let pointer = self.0;
+        std::mem::forget(self);
+        pointer
+    }
+}
+
+impl Drop for OwnedStr {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: an owned reference; builders live only inside calls that hold the GIL.
+            unsafe { pyo3::ffi::Py_DECREF(self.0) };
+        }
+    }
+}
+
+/// The reply text, written straight into the `str` that will be returned while it is ASCII
+/// (grown by doubling; `PyUnicode_Resize` reallocates in place where it can), so a long reply is
+/// copied once and never re-decoded. The first non-ASCII chunk moves it to a byte buffer that is
+/// decoded once at the end.
+#[derive(Default)]
+enum ReplyBuilder {
+    #[default]
+    Empty,
+    Ascii {
+        /// A compact ASCII `str` of `capacity` characters, `len` of them written.
+        text: OwnedStr,
+        len: usize,
+        capacity: usize,
+    },
+    Utf8(Vec<u8>),
+    /// Python could not allocate; reported at `finish`.
+    Failed,
+}
+
+impl ReplyBuilder {
+    fn push(&mut self, _py: Python<'_>, chunk: &str) {
+        use pyo3::ffi;
+        if chunk.is_empty() {
+            return;
+        }
+        if let ReplyBuilder::Empty = self {
+            *self = if chunk.is_ascii() {
+                let capacity = chunk.len().max(4096);
+                // SAFETY: the GIL is held (the `_py` token); a new object or NULL comes back.
+                let object = unsafe { ffi::PyUnicode_New(capacity as ffi::Py_ssize_t, 127) };
+                if object.is_null() {
+                    ReplyBuilder::Failed
+                } else {
+                    ReplyBuilder::Ascii {
+                        text: OwnedStr(object),
+                        len: 0,
+                        capacity,
+                    }
+                }
+            } else {
+                ReplyBuilder::Utf8(Vec::new())
+            };
+        }
+        match self {
+            ReplyBuilder::Ascii {
+                text,
+                len,
+                capacity,
+            } => {
+                if !chunk.is_ascii() {
+                    // SAFETY: `text` is a live compact ASCII str with `len` bytes written.
+                    let written = unsafe {
+                        std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(text.0), *len)
+                    };
+                    let mut bytes = Vec::with_capacity(*len + chunk.len());
+                    bytes.extend_from_slice(written);
+                    bytes.extend_from_slice(chunk.as_bytes());
+                    *self = ReplyBuilder::Utf8(bytes);
+                    return;
+                }
+                let needed = *len + chunk.len();
+                if needed > *capacity {
+                    let grown = needed.max(capacity.saturating_mul(2));
+                    // SAFETY: the str is ours alone (refcount 1, never shared or hashed), as
+                    // PyUnicode_Resize requires; on failure it releases it and writes NULL.
+                    let status =
+                        unsafe { ffi::PyUnicode_Resize(&mut text.0, grown as ffi::Py_ssize_t) };
+                    if status != 0 || text.0.is_null() {
+                        *self = ReplyBuilder::Failed;
+                        return;
+                    }
+                    *capacity = grown;
+                }
+                // SAFETY: capacity >= needed, and the data is 1 byte per character.
+                unsafe {
+                    let data = ffi::PyUnicode_1BYTE_DATA(text.0).add(*len);
+                    std::ptr::copy_nonoverlapping(chunk.as_ptr(), data, chunk.len());
+                }
+                *len = needed;
+            }
+            ReplyBuilder::Utf8(bytes) => bytes.extend_from_slice(chunk.as_bytes()),
+            ReplyBuilder::Empty | ReplyBuilder::Failed => {}
+        }
+    }
+
+    fn finish(self, py: Python<'_>) -> PyResult<Py<PyString>> {
+        use pyo3::ffi;
+        match self {
+            ReplyBuilder::Empty => Ok(PyString::new(py, "").unbind()),
+            ReplyBuilder::Ascii { text, len, .. } => {
+                let mut object = text.into_raw();
+                // SAFETY: as in `push`; shrinking to the written length also writes the NUL.
+                if unsafe { ffi::PyUnicode_Resize(&mut object, len as ffi::Py_ssize_t) } != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                // SAFETY: `object` is an owned reference to a str.
+                Ok(unsafe { Bound::from_owned_ptr(py, object) }
+                    .cast_into::<PyString>()?
+                    .unbind())
+            }
+            ReplyBuilder::Utf8(bytes) => {
+                let text = std::str::from_utf8(&bytes).expect("chunks are valid UTF-8");
+                Ok(PyString::new(py, text).unbind())
+            }
+            ReplyBuilder::Failed => Err(PyErr::fetch(py)),
+        }
     }
 }
 
@@ -622,8 +743,7 @@ impl CoreClient {
             callbacks: &state.callbacks,
             flags: &self.flags,
             session_id: None,
-            last_text: None,
-            reply: Vec::new(),
+            reply: ReplyBuilder::default(),
         };
         let result = body(&mut state.conversation, &mut transport, &mut host);
         self.publish(state);
@@ -880,16 +1000,8 @@ impl CoreClient {
             .collect::<PyResult<Vec<_>>>()?;
         let (reply, outcome) = self.run(py, |conversation, transport, host| {
             let outcome = conversation.prompt(transport, host, &content)?;
-            let reply = match host.reply.len() {
-                0 => PyString::new(py, ""),
-                1 => host.reply[0].bind(py).clone(),
-                // One allocation of the final size, one copy of each chunk.
-                _ => PyString::new(py, "")
-                    .call_method1(intern!(py, "join"), (PyList::new(py, &host.reply)?,))?
-                    .cast_into::<PyString>()
-                    .map_err(PyErr::from)?,
-            };
-            Ok((reply.unbind(), outcome))
+            let reply = std::mem::take(&mut host.reply).finish(py)?;
+            Ok((reply, outcome))
         })?;
         let overflow = outcome.overflow.map(|o| {
             (
