@@ -146,6 +146,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         .into();
     set_nonblocking(&stdin)?;
     set_nonblocking(&stdout)?;
+    grow_pipe(&stdout);
     let stderr_tail = match (options.stderr, child.stderr.take()) {
         (StderrMode::Tail(capacity), Some(pipe)) => {
             let tail = Arc::new(StderrTail::new(capacity));
@@ -214,6 +215,16 @@ pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         }
     }
     found
+}
+
+/// Asks for a 1 MiB pipe buffer on the agent's stdout (the default is 64 KiB): a streaming agent
+/// then blocks less often, and each of our reads takes more at once. Best effort: the kernel may
+/// cap it (`/proc/sys/fs/pipe-max-size`), and a smaller pipe only costs speed.
+fn grow_pipe(fd: &OwnedFd) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
