@@ -559,6 +559,10 @@ impl Engine {
         if line.is_empty() {
             return Ok(Step::Nothing);
         }
+        if let Some(chunk) = wire::text_chunk(line) {
+            // No id, so it cannot be the awaited response: the update path is the only one.
+            return self.text_chunk_update(chunk).map(Step::Update);
+        }
         let message = wire::classify(line).map_err(|e| self.wire_error(&e, line))?;
         let envelope = message.text;
         if let Some(pending) = &self.pending {
@@ -619,8 +623,9 @@ impl Engine {
         }
     }
 
-    fn update<'a>(&mut self, message: Envelope<'a>) -> Result<UpdateEvent<'a>, AcpError> {
-        let envelope = message.text;
+    /// Checks the caps (count, then size) and takes the next update number, as the reference
+    /// does before it parses the update.
+    fn number_update(&mut self, envelope: &str) -> Result<u64, AcpError> {
         let limits = self.config.limits;
         let update_sequence = self.next_update_sequence;
         if update_sequence > limits.update_count {
@@ -641,6 +646,12 @@ impl Engine {
                 "the update sequence cannot go past 2^64 - 1".into(),
             )
         })?;
+        Ok(update_sequence)
+    }
+
+    fn update<'a>(&mut self, message: Envelope<'a>) -> Result<UpdateEvent<'a>, AcpError> {
+        let envelope = message.text;
+        let update_sequence = self.number_update(envelope)?;
         let update = wire::session_update(message.params).map_err(|e| {
             AcpError::protocol(format!(
                 "malformed {e} (update {update_sequence}): {}",
@@ -660,6 +671,32 @@ impl Engine {
             text,
             message_id: update.fields.message_id.0,
             tool_call_id: update.fields.tool_call_id.0,
+        })
+    }
+
+    /// The same update as `update` would make of this line, read by `wire::text_chunk`.
+    fn text_chunk_update<'a>(
+        &mut self,
+        chunk: wire::TextChunk<'a>,
+    ) -> Result<UpdateEvent<'a>, AcpError> {
+        let update_sequence = self.number_update(chunk.text_line)?;
+        let kind = UpdateKind::from_wire(chunk.session_update);
+        let text = match kind {
+            UpdateKind::UserMessageChunk
+            | UpdateKind::AgentMessageChunk
+            | UpdateKind::AgentThoughtChunk => chunk.text,
+            _ => "",
+        };
+        Ok(UpdateEvent {
+            kind,
+            session_update: Cow::Borrowed(chunk.session_update),
+            transport_epoch: self.config.transport_epoch,
+            update_sequence,
+            session_id: Cow::Borrowed(chunk.session_id),
+            envelope: chunk.text_line,
+            text: Cow::Borrowed(text),
+            message_id: None,
+            tool_call_id: None,
         })
     }
 

@@ -157,6 +157,71 @@ pub fn classify(line: &[u8]) -> Result<Envelope<'_>, WireError> {
     })
 }
 
+// --- the fast path for the commonest line ---------------------------------------------------
+
+/// A text chunk in the shape nearly every agent writes, read without serde.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextChunk<'a> {
+    /// The whole line.
+    pub text_line: &'a str,
+    pub session_id: &'a str,
+    /// The `sessionUpdate` value.
+    pub session_update: &'a str,
+    /// The content block's text.
+    pub text: &'a str,
+}
+
+const CHUNK_PARTS: [&[u8]; 4] = [
+    br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":""#,
+    br#"","update":{"sessionUpdate":""#,
+    br#"","content":{"type":"text","text":""#,
+    br#""}}}}"#,
+];
+
+/// The string at the start of `rest` up to its closing quote, when it needs no decoding (no
+/// escapes, no control characters); `None` sends the line to the general parser.
+fn plain_string(rest: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    if rest[end] != b'"' {
+        return None;
+    }
+    let value = &rest[..end];
+    // JSON forbids raw control characters in strings; the general parser reports them.
+    if value.iter().fold(false, |seen, b| seen | (*b < 0x20)) {
+        return None;
+    }
+    Some((value, &rest[end + 1..]))
+}
+
+/// Reads a `session/update` line laid out exactly as
+/// `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":S,"update":{"sessionUpdate":K,"content":{"type":"text","text":T}}}}`
+/// with plain strings S, K, T. Every byte outside the three strings is fixed, so a match is
+/// valid JSON with the same meaning `classify` gives it; anything else returns `None` and takes
+/// the general path.
+pub fn text_chunk(line: &[u8]) -> Option<TextChunk<'_>> {
+    let mut rest = line.strip_prefix(CHUNK_PARTS[0])?;
+    let mut strings = [&b""[..]; 3];
+    for (slot, next) in strings.iter_mut().zip(&CHUNK_PARTS[1..]) {
+        let (value, after) = plain_string(rest)?;
+        *slot = value;
+        rest = after.strip_prefix(next.strip_prefix(b"\"").unwrap_or(next))?;
+    }
+    if !rest.is_empty() {
+        return None;
+    }
+    let text_line = std::str::from_utf8(line).ok()?;
+    // SAFETY: each string is a sub-slice of `line`, which is valid UTF-8, and starts and ends
+    // next to an ASCII quote, so it starts and ends on character boundaries.
+    let [session_id, session_update, text] =
+        strings.map(|bytes| unsafe { std::str::from_utf8_unchecked(bytes) });
+    Some(TextChunk {
+        text_line,
+        session_id,
+        session_update,
+        text,
+    })
+}
+
 // --- lenient field types -------------------------------------------------------------------
 
 /// A string field that reads as `None` when absent or of another JSON type.
@@ -607,6 +672,69 @@ mod tests {
         let env = classify(br#"{"id":null,"method":"x"}"#).unwrap();
         assert_eq!(env.id.unwrap().get(), "null");
         assert_eq!(env.method.as_deref(), Some("x"));
+    }
+
+    /// The fast path agrees with the general one wherever it answers, and declines the rest.
+    fn agrees_with_general(line: &str) -> bool {
+        let Some(fast) = text_chunk(line.as_bytes()) else {
+            return false;
+        };
+        let general = classify(line.as_bytes()).unwrap();
+        assert_eq!(general.method.as_deref(), Some("session/update"));
+        let update = session_update(general.params).unwrap();
+        assert_eq!(update.session_id, fast.session_id);
+        assert_eq!(
+            update.fields.session_update.as_str(),
+            Some(fast.session_update)
+        );
+        let content = update.fields.content.0.unwrap();
+        assert_eq!(content.kind.as_str(), Some("text"));
+        assert_eq!(content.text.as_str(), Some(fast.text));
+        true
+    }
+
+    #[test]
+    fn the_text_chunk_fast_path() {
+        let chunk = |s: &str, k: &str, t: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{s}","update":{{"sessionUpdate":"{k}","content":{{"type":"text","text":"{t}"}}}}}}}}"#
+            )
+        };
+        assert!(agrees_with_general(&chunk(
+            "s",
+            "agent_message_chunk",
+            "hello"
+        )));
+        assert!(agrees_with_general(&chunk("", "x", "")));
+        assert!(agrees_with_general(&chunk(
+            "s",
+            "agent_thought_chunk",
+            "héllo wörld 😀"
+        )));
+        // Escapes, control characters, other layouts, trailing bytes: the general path decides.
+        assert!(!agrees_with_general(&chunk(
+            "s",
+            "agent_message_chunk",
+            r#"a\"b"#
+        )));
+        assert!(!agrees_with_general(&chunk(
+            "s",
+            "agent_message_chunk",
+            "a\\u0001b"
+        )));
+        assert!(text_chunk(chunk("s", "k", "a\tb").as_bytes()).is_none());
+        assert!(text_chunk(chunk("s", "k", "a\u{1}b").as_bytes()).is_none());
+        assert!(text_chunk(format!("{} ", chunk("s", "k", "t")).as_bytes()).is_none());
+        assert!(text_chunk(
+            chunk("s", "k", "t")
+                .replace("\"2.0\"", "\"2.1\"")
+                .as_bytes()
+        )
+        .is_none());
+        let spaced = chunk("s", "k", "t").replace(":", ": ");
+        assert!(text_chunk(spaced.as_bytes()).is_none());
+        let unterminated = &chunk("s", "k", "t")[..60];
+        assert!(text_chunk(unterminated.as_bytes()).is_none());
     }
 
     #[test]
