@@ -212,6 +212,22 @@ pub struct PermissionEvent<'a> {
     pub raw_id: &'a str,
     pub envelope: &'a str,
     pub fields: Params<'a>,
+    /// The kind an earlier `tool_call`/`tool_call_update` gave this tool call, for a request
+    /// that leaves `toolCall.kind` out (the protocol lets it send only what changed).
+    pub announced_kind: Option<String>,
+}
+
+impl PermissionEvent<'_> {
+    /// The tool call's kind: the request's own, else the one announced for its id.
+    pub fn tool_kind(&self) -> Option<&str> {
+        let own = self
+            .fields
+            .tool_call
+            .0
+            .as_ref()
+            .and_then(|t| t.kind.as_str());
+        own.or(self.announced_kind.as_deref())
+    }
 }
 
 /// A decision on a permission request.
@@ -274,7 +290,7 @@ impl PermissionEvent<'_> {
             session_id: self.fields.session_id.or_empty().to_owned(),
             tool_call_id: tool.tool_call_id.or_empty().to_owned(),
             title: tool.title.or_empty().to_owned(),
-            tool_kind: tool.kind.or_empty().to_owned(),
+            tool_kind: self.tool_kind().unwrap_or("").to_owned(),
             status: tool.status.or_empty().to_owned(),
             outcome: selection.outcome.clone(),
             option_id: selection.option_id.clone(),
@@ -426,7 +442,12 @@ pub struct Engine {
     modes: ModesInfo,
     agent_error: Option<String>,
     pending: Option<Pending>,
+    /// (toolCallId, kind) of the latest tool calls, newest last, at most ANNOUNCED_KINDS.
+    announced_kinds: std::collections::VecDeque<(String, String)>,
 }
+
+/// How many tool calls' kinds the engine remembers for permission requests that omit the kind.
+const ANNOUNCED_KINDS: usize = 1024;
 
 fn trim(line: &[u8]) -> &[u8] {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
@@ -450,6 +471,7 @@ impl Engine {
             modes: ModesInfo::default(),
             agent_error: None,
             pending: None,
+            announced_kinds: std::collections::VecDeque::new(),
         })
     }
 
@@ -573,11 +595,16 @@ impl Engine {
         match message.method.as_deref() {
             Some("session/update") => self.update(message).map(Step::Update),
             Some("session/request_permission") => match message.id {
-                Some(raw_id) => Ok(Step::Permission(PermissionEvent {
-                    raw_id: raw_id.get(),
-                    envelope,
-                    fields: wire::permission_request(message.params),
-                })),
+                Some(raw_id) => {
+                    let fields = wire::permission_request(message.params);
+                    let announced_kind = self.announced_kind(&fields);
+                    Ok(Step::Permission(PermissionEvent {
+                        raw_id: raw_id.get(),
+                        envelope,
+                        fields,
+                        announced_kind,
+                    }))
+                }
                 None => Err(AcpError::protocol(format!(
                     "the agent sent session/request_permission without an id, so it cannot be answered: {}",
                     excerpt(line, 200)
@@ -660,6 +687,14 @@ impl Engine {
         })?;
         let wire_name = update.fields.session_update.0.clone().unwrap_or_default();
         let kind = UpdateKind::from_wire(&wire_name);
+        if matches!(kind, UpdateKind::ToolCall | UpdateKind::ToolCallUpdate) {
+            if let (Some(id), Some(tool_kind)) = (
+                update.fields.tool_call_id.as_str(),
+                update.fields.kind.as_str(),
+            ) {
+                self.announce_kind(id, tool_kind);
+            }
+        }
         let text = UpdateEvent::text_of(kind, &update.fields);
         Ok(UpdateEvent {
             kind,
@@ -672,6 +707,35 @@ impl Engine {
             message_id: update.fields.message_id.0,
             tool_call_id: update.fields.tool_call_id.0,
         })
+    }
+
+    fn announce_kind(&mut self, tool_call_id: &str, kind: &str) {
+        if let Some(slot) = self
+            .announced_kinds
+            .iter_mut()
+            .find(|(id, _)| id == tool_call_id)
+        {
+            slot.1 = kind.to_owned();
+            return;
+        }
+        if self.announced_kinds.len() == ANNOUNCED_KINDS {
+            self.announced_kinds.pop_front();
+        }
+        self.announced_kinds
+            .push_back((tool_call_id.to_owned(), kind.to_owned()));
+    }
+
+    fn announced_kind(&self, fields: &Params<'_>) -> Option<String> {
+        let tool = fields.tool_call.0.as_ref()?;
+        if tool.kind.as_str().is_some() {
+            return None;
+        }
+        let id = tool.tool_call_id.as_str()?;
+        self.announced_kinds
+            .iter()
+            .rev()
+            .find(|(known, _)| known == id)
+            .map(|(_, kind)| kind.clone())
     }
 
     /// The same update as `update` would make of this line, read by `wire::text_chunk`.
@@ -763,8 +827,11 @@ impl Engine {
             return Selection::cancelled();
         };
         let tool = event.fields.tool_call.0.as_ref();
-        let allowed =
-            tool.is_some_and(|t| self.config.policy.allows(t.kind.as_str(), t.title.as_str()));
+        let allowed = tool.is_some_and(|t| {
+            self.config
+                .policy
+                .allows(event.tool_kind(), t.title.as_str())
+        });
         let candidates = || {
             options.iter().filter_map(|option| {
                 let option = option.0.as_ref()?;
@@ -1365,6 +1432,37 @@ mod tests {
             select(by_kind, execute, r#""not an array""#),
             Selection::cancelled()
         );
+    }
+
+    #[test]
+    fn a_request_without_a_kind_uses_the_announced_one() {
+        let policy = PermissionPolicy {
+            allowed_tool_kinds: vec!["edit".into()],
+            ..Default::default()
+        };
+        let mut engine = prompting(limits(), policy);
+        let announce = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Write a","kind":"edit"}}}"#;
+        assert!(matches!(
+            engine.handle_line(announce).unwrap(),
+            Step::Update(_)
+        ));
+        let ask = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{{"sessionId":"s","toolCall":{{"toolCallId":"{id}","title":"Write a"}},"options":[{{"optionId":"yes","kind":"allow_once"}},{{"optionId":"no","kind":"reject_once"}}]}}}}"#
+            )
+        };
+        let line = ask("t1");
+        let Step::Permission(event) = engine.handle_line(line.as_bytes()).unwrap() else {
+            panic!("expected a permission request")
+        };
+        assert_eq!(engine.policy_selection(&event).option_id, "yes");
+        assert_eq!(event.preview().tool_kind, "edit");
+        let line = ask("other");
+        let Step::Permission(event) = engine.handle_line(line.as_bytes()).unwrap() else {
+            panic!("expected a permission request")
+        };
+        assert_eq!(engine.policy_selection(&event).option_id, "no");
+        assert_eq!(event.preview().tool_kind, "");
     }
 
     #[test]

@@ -417,6 +417,9 @@ pub struct UpdateFields<'a> {
     pub current_mode_id: Str<'a>,
     #[serde(default, borrow)]
     pub entries: Arr<Obj<PlanEntry<'a>>>,
+    /// A tool call's kind (`tool_call` / `tool_call_update`).
+    #[serde(default, borrow)]
+    pub kind: Str<'a>,
 }
 
 /// What a `session/update` carries, borrowed from its line.

@@ -1,0 +1,179 @@
+"""Fixtures for the interop tests.
+
+Real agents run only inside a network namespace whose one interface is loopback, so that nothing
+they do can leave the machine (`scripts/run-interop.sh` makes one). Elsewhere, or without Node
+or the installed agents, their tests are skipped with one line naming what is missing. The replay
+tests need none of that and always run.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import acp_fast as acp
+import pytest
+
+from .fake_models import FakeModelServer
+from .support import (
+    AGENTS,
+    LIMITS,
+    AgentSpec,
+    Journal,
+    Launch,
+    agent_problem,
+    describe,
+    global_problem,
+    kill_all,
+    launch,
+    plan_for,
+    raw_lines,
+    read_json_lines,
+    tagged_processes,
+    tapped,
+)
+
+DEFAULT_LIMIT = 30
+MAX_LIMIT = 120
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"time_limit(seconds): this test's time guard (default 30, at most {MAX_LIMIT})"
+    )
+
+
+class AlarmTimeout(Exception):
+    """Raised in the main thread when a test runs past its time limit."""
+
+
+@pytest.fixture(autouse=True)
+def _time_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Replaces the suite's 30 s guard for these tests: a real agent may take several seconds to
+    start, so a test can ask for more with `@pytest.mark.time_limit(s)` (at most 120 s)."""
+    marker = request.node.get_closest_marker("time_limit")
+    seconds = min(int(marker.args[0]), MAX_LIMIT) if marker else DEFAULT_LIMIT
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise AlarmTimeout(f"test exceeded {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    faulthandler.dump_traceback_later(seconds + 60, exit=True, file=sys.__stderr__)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Run:
+    """One started real agent: its client, the journal observing it, how it was started, and
+    (when tapped) the files holding every line each way."""
+
+    client: acp.Client
+    journal: Journal
+    launch: Launch
+    wire_in: Path | None = None
+    wire_out: Path | None = None
+
+    def sent(self) -> list[dict[str, Any]]:
+        """Every line the client wrote to the agent so far (a tapped run only)."""
+        assert self.wire_in is not None, "not a tapped run"
+        return read_json_lines(self.wire_in)
+
+    def received(self) -> list[str]:
+        """Every line the agent wrote to the client so far, as written (a tapped run only)."""
+        assert self.wire_out is not None, "not a tapped run"
+        return raw_lines(self.wire_out)
+
+
+class Harness:
+    """Starts `spec` (against a fresh fake model server when it needs one) as often as a test
+    asks; at teardown closes every client and kills whatever carries a run's tag."""
+
+    def __init__(self, spec: AgentSpec, root: Path) -> None:
+        self.spec = spec
+        self.root = root
+        self.cwd = root / "work"
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        self.server = FakeModelServer(plan_for(spec, self.cwd)).start() if spec.model_api else None
+        self.runs: list[Run] = []
+
+    def start(
+        self,
+        *,
+        tap: bool = False,
+        policy: acp.PermissionPolicy | None = None,
+        limits: acp.TransferLimits = LIMITS,
+        observer: Any = None,
+    ) -> Run:
+        """Constructs the client (the agent starts) and calls `start()`."""
+        number = len(self.runs)
+        start = launch(self.spec, self.root, self.server)
+        wire_in = wire_out = None
+        if tap:
+            wire_in = self.root / f"wire-{number}-in.jsonl"
+            wire_out = self.root / f"wire-{number}-out.jsonl"
+            start = tapped(start, wire_in, wire_out)
+        journal = Journal()
+        client = acp.Client(
+            start.command,
+            args=start.args,
+            reader_limits=acp.DEFAULT_READER_LIMITS,
+            transfer_limits=limits,
+            transport_epoch=number + 1,
+            cwd=start.cwd,
+            env=start.env,
+            permission_policy=policy or acp.PermissionPolicy(),
+            observer=observer or journal,
+        )
+        run = Run(client, journal, start, wire_in, wire_out)
+        self.runs.append(run)
+        client.start()
+        return run
+
+    def close(self) -> list[str]:
+        """Closes every client; returns (and kills) any tagged process left behind."""
+        for run in self.runs:
+            run.client.close()
+        leftovers: list[int] = []
+        deadline = time.monotonic() + 3
+        for run in self.runs:
+            while tagged_processes(run.launch.tag) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            leftovers += tagged_processes(run.launch.tag)
+        described = describe(leftovers)
+        kill_all(leftovers)
+        if self.server is not None:
+            self.server.stop()
+        return described
+
+
+def require(spec: AgentSpec) -> None:
+    """Skips the test, saying what is missing, when `spec` cannot run here."""
+    problem = global_problem() or agent_problem(spec)
+    if problem:
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    """A `Harness` for the agent named by the test's parameter (indirect parametrisation)."""
+    spec = AGENTS[request.param]
+    require(spec)
+    running = Harness(spec, tmp_path)
+    try:
+        yield running
+    finally:
+        leftovers = running.close()
+    if leftovers:
+        pytest.fail(f"{spec.name} left processes running after close(): {leftovers}")
