@@ -49,6 +49,8 @@ class Expected:
     updates_before: list[str] = field(default_factory=list)  # before the prompt's answer
     updates_after: list[str] = field(default_factory=list)  # after it
     requests: list[dict[str, Any]] = field(default_factory=list)  # the agent's own requests
+    # for each request: toolCallId -> kind announced by tool_call updates before it
+    announced_kinds: list[dict[Any, str]] = field(default_factory=list)
     cancel_after_bytes: int | None = None  # response_bytes that overflows where it cancelled
 
 
@@ -61,6 +63,7 @@ def expected_from(path: Path) -> Expected:
     prompt_answered = False
     prompt_chunks: list[bytes] = []  # reply chunks of the current prompt, in order
     last_agent_line: dict[str, Any] | None = None
+    announced: dict[Any, str] = {}  # toolCallId -> kind, from tool_call updates so far
     for entry in entries:
         message = entry.get("msg")
         if not isinstance(message, dict):
@@ -91,6 +94,10 @@ def expected_from(path: Path) -> Expected:
                 wire(message)
             )
             update = message["params"]["update"]
+            if update.get("sessionUpdate") in ("tool_call", "tool_call_update") and isinstance(
+                update.get("kind"), str
+            ):
+                announced[update.get("toolCallId")] = update["kind"]
             content = update.get("content")
             if (
                 update.get("sessionUpdate") == "agent_message_chunk"
@@ -100,18 +107,21 @@ def expected_from(path: Path) -> Expected:
                 prompt_chunks.append(content["text"].encode())
         elif "method" in message and "id" in message:
             expected.requests.append(message)
+            expected.announced_kinds.append(dict(announced))
     return expected
 
 
-def policy_choice(request: dict[str, Any]) -> tuple[str, str]:
-    """(outcome, optionId) the client's policy must answer a recorded permission request with."""
+def policy_choice(request: dict[str, Any], announced: dict[Any, str]) -> tuple[str, str]:
+    """(outcome, optionId) the client's policy must answer a recorded permission request with.
+    A request without `toolCall.kind` is judged by the kind announced for its toolCallId."""
     options = request["params"].get("options") or []
     tool_call = request["params"].get("toolCall") or {}
+    kind = tool_call.get("kind", announced.get(tool_call.get("toolCallId")))
 
     def first(kind: str) -> str | None:
         return next((o["optionId"] for o in options if o.get("kind") == kind), None)
 
-    if tool_call.get("kind") in ALLOWED_KINDS:
+    if kind in ALLOWED_KINDS:
         chosen = first("allow_once") or first("allow_always")
     else:
         rejects = [o["optionId"] for o in options if o.get("kind") == "reject_always"]
@@ -244,10 +254,12 @@ def check_requests_answered(
     assert [p.request_id for p in journal.permissions] == [r["id"] for r in permissions]
     assert [p.envelope for p in journal.permissions] == [wire(r) for r in permissions]
     assert len(answers) == len(expected.requests)
-    for request, answer in zip(expected.requests, answers, strict=True):
+    for request, answer, announced in zip(
+        expected.requests, answers, expected.announced_kinds, strict=True
+    ):
         assert type(answer["id"]) is type(request["id"]) and answer["id"] == request["id"]
         if request["method"] == "session/request_permission":
-            outcome, option = policy_choice(request)
+            outcome, option = policy_choice(request, announced)
             wanted: dict[str, Any] = {"outcome": outcome}
             if option:
                 wanted["optionId"] = option
