@@ -60,8 +60,10 @@ class Update:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+# (session_id, tool_call_id, title, tool_kind, status, outcome, option_id, option_kind,
+#  [(option_id, name, kind)], envelope, request_id as a Python value)
 _PermissionRecord = tuple[
-    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, str
+    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
 ]
 _Named = list[tuple[str, str, str]]
 

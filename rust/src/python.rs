@@ -2,6 +2,7 @@
 //! `Update` objects for the observer, and map errors to the exceptions of `acp_fast._errors`.
 //! Everything else lives in the pure-Rust modules.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -341,10 +342,23 @@ impl<'py> PyHost<'py, '_> {
             &record.option_kind,
             options,
             &record.envelope,
-            &record.request_id,
+            json_id(py, &record.request_id)?,
         )
             .into_pyobject(py)
     }
+}
+
+/// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),
+/// anything else through `json.loads`.
+fn json_id<'py>(py: Python<'py>, raw: &str) -> PyResult<Bound<'py, PyAny>> {
+    if raw.starts_with('"') {
+        if let Ok(text) = serde_json::from_str::<Cow<'_, str>>(raw) {
+            return Ok(PyString::new(py, &text).into_any());
+        }
+    } else if let Ok(number) = raw.parse::<i64>() {
+        return Ok(number.into_pyobject(py)?.into_any());
+    }
+    json_loads(py, raw)
 }
 
 impl Host for PyHost<'_, '_> {
