@@ -293,19 +293,28 @@ impl Agent {
         }
     }
 
-    /// The agent's exit status, reaping it, if it has exited; never waits.
-    pub fn try_exit_status(&mut self) -> Option<std::process::ExitStatus> {
-        if !self.owned_here() {
+    /// The agent's exit status if it has exited; never waits, and leaves it unreaped so its
+    /// pid (the group id) stays ours until `stop_and_reap` has signalled the whole group.
+    pub fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        if !self.owned_here() || self.reaped {
             return None;
         }
-        match self.child.try_wait() {
-            Ok(Some(status)) => {
-                self.reaped = true;
-                Some(status)
-            }
-            _ => None,
-        }
+        peek_exit(self.child.id() as libc::pid_t)
     }
+}
+
+/// The exit status of our child `pid` if it has exited, without reaping it.
+fn peek_exit(pid: libc::pid_t) -> Option<std::process::ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    let info = waitid_nowait(pid).ok()??;
+    // SAFETY: the siginfo was filled by waitid for a child that exited.
+    let status = unsafe { info.si_status() };
+    // Rebuild the wait(2) status word std understands from the siginfo.
+    Some(match info.si_code {
+        libc::CLD_EXITED => std::process::ExitStatus::from_raw((status & 0xff) << 8),
+        libc::CLD_DUMPED => std::process::ExitStatus::from_raw((status & 0x7f) | 0x80),
+        _ => std::process::ExitStatus::from_raw(status & 0x7f),
+    })
 }
 
 impl Drop for Agent {
@@ -314,19 +323,22 @@ impl Drop for Agent {
     }
 }
 
-/// Whether `pid` (our child) has exited, without reaping it.
+/// Whether `pid` (our child) has exited, without reaping it. A pid that is no longer our
+/// child (already reaped, by `close()` on another thread) has exited too.
 fn has_exited(pid: libc::pid_t) -> bool {
+    !matches!(waitid_nowait(pid), Ok(None))
+}
+
+/// `waitid(WEXITED | WNOHANG | WNOWAIT)`: the exit record of our child `pid`, left in place.
+fn waitid_nowait(pid: libc::pid_t) -> io::Result<Option<libc::siginfo_t>> {
     // SAFETY: waitid with WNOWAIT only inspects; the siginfo is ours to fill.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let result = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        // ECHILD: already reaped (by close() on another thread).
-        result != 0 || info.si_pid() != 0
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((info.si_pid() != 0).then_some(info))
     }
 }
 
@@ -375,10 +387,19 @@ impl Transport for PipeTransport {
                     if !wait_for(&self.stdout, libc::POLLIN, self.wait)? {
                         // Nothing is buffered. If the agent itself is gone, a process it
                         // started may hold the pipe open forever: its output has ended.
-                        if has_exited(self.pid) {
-                            return Ok(ReadOutcome::Eof);
+                        if !has_exited(self.pid) {
+                            return Ok(ReadOutcome::Idle);
                         }
-                        return Ok(ReadOutcome::Idle);
+                        // One last look: a line may have landed just before the agent went.
+                        // SAFETY: as above.
+                        let count = unsafe {
+                            libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                        };
+                        return Ok(if count > 0 {
+                            ReadOutcome::Data(count as usize)
+                        } else {
+                            ReadOutcome::Eof
+                        });
                     }
                 }
                 _ => return Err(error),

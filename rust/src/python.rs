@@ -771,6 +771,11 @@ impl CoreClient {
                 }
                 to_pyerr(py, AcpError::AgentProtocol(protocol))
             }
+            // The pipes failed: usually the agent died (e.g. at once, for want of an API key).
+            CallError::Acp(AcpError::AgentTransportFailed(mut description)) => {
+                self.explain_end(py, &mut description);
+                to_pyerr(py, AcpError::AgentTransportFailed(description))
+            }
             other => other.into_pyerr(py),
         })
     }
@@ -791,7 +796,7 @@ impl CoreClient {
                 // Give a dying agent a moment to become reapable, so its status can be told.
                 let deadline = Instant::now() + Duration::from_millis(100);
                 loop {
-                    let status = lock(&self.agent).as_mut().and_then(Agent::try_exit_status);
+                    let status = lock(&self.agent).as_ref().and_then(Agent::exit_status);
                     if status.is_some() || Instant::now() >= deadline {
                         return status;
                     }
