@@ -13,15 +13,21 @@ Every runner in the comparison talks to this same agent. It answers `initialize`
 
 --ignore-term --grandchild   ignore SIGTERM and start a grandchild `sleep` (close() case);
                              the grandchild's pid is written to stderr as `grandchild PID`.
---devnull                    write the flood to /dev/null and report lines/s and MB/s.
+--ignore-eof                 keep running after stdin ends (a wedged agent; close() case).
+--devnull                    write the flood to /dev/null and report lines/s and MB/s on stderr.
+--raw                        write the flood straight to stdout (no protocol) and report
+                             lines/s and MB/s on stderr: `flood_agent.py --raw | cat >/dev/null`
+                             measures the pipe (`--pipe-size N`: ask for an N-byte pipe).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -74,19 +80,28 @@ def main() -> int:
     parser.add_argument("--permissions", type=int, default=0)
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--grandchild", action="store_true")
+    parser.add_argument("--ignore-eof", action="store_true")
     parser.add_argument("--devnull", action="store_true")
+    parser.add_argument("--raw", action="store_true")
+    parser.add_argument("--pipe-size", type=int, default=0)
     args = parser.parse_args()
 
-    if args.devnull:
-        fd = os.open(os.devnull, os.O_WRONLY)
+    if args.devnull or args.raw:
+        fd = os.open(os.devnull, os.O_WRONLY) if args.devnull else sys.stdout.fileno()
+        target = "/dev/null" if args.devnull else "stdout"
+        if not args.devnull and stat.S_ISFIFO(os.fstat(fd).st_mode):
+            size = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+            if args.pipe_size:
+                size = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, args.pipe_size)
+            target = f"a {size // 1024} KiB pipe" if size < 1 << 20 else f"a {size >> 20} MiB pipe"
         count = args.updates or 100_000
         started = time.perf_counter()
-        flood(fd, "s", count, args.text_bytes)
+        flood(fd, "bench-session", count, args.text_bytes)
         elapsed = time.perf_counter() - started
-        line_bytes = len(update_line("s", "x" * args.text_bytes))
-        print(
-            f"flood agent to /dev/null: {count / elapsed:,.0f} lines/s, "
-            f"{count * line_bytes / elapsed / 1e6:,.0f} MB/s ({args.text_bytes} B of text a line)"
+        line_bytes = len(update_line("bench-session", "x" * args.text_bytes))
+        sys.stderr.write(
+            f"flood agent to {target}: {count / elapsed:,.0f} lines/s, "
+            f"{count * line_bytes / elapsed / 1e6:,.0f} MB/s ({args.text_bytes} B of text a line)\n"
         )
         return 0
 
@@ -103,6 +118,8 @@ def main() -> int:
     while True:
         line = stdin.readline()
         if not line:
+            while args.ignore_eof:  # wedged: only a signal ends it
+                time.sleep(3600)
             return 0
         message = json.loads(line)
         method = message.get("method")
@@ -125,7 +142,11 @@ def main() -> int:
                         "method": "session/request_permission",
                         "params": {
                             "sessionId": session_id,
-                            "toolCall": {"toolCallId": f"t{number}", "title": "run", "kind": "execute"},
+                            "toolCall": {
+                                "toolCallId": f"t{number}",
+                                "title": "run",
+                                "kind": "execute",
+                            },
                             "options": [
                                 {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                                 {"optionId": "reject", "name": "Reject", "kind": "reject_once"},

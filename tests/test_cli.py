@@ -116,3 +116,39 @@ def test_usage_errors_exit_2() -> None:
     assert run_cli("run").returncode == 2
     assert run_cli("run", "--agent", "", "hi").returncode == 2
     assert run_cli("frobnicate").returncode == 2
+
+
+def test_bench_quick_prints_the_table() -> None:
+    from acp_fast.cli import BENCH_SIZES
+
+    proc = run_cli("bench", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    # stderr is not a terminal here: no progress bar, nothing else either.
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 + len(BENCH_SIZES), proc.stdout
+    assert lines[0].split() == [
+        "text/update",
+        "line",
+        "bytes",
+        "updates",
+        "seconds",
+        "updates/s",
+        "MB/s",
+    ]
+    assert len({len(line) for line in lines}) == 1  # right-aligned columns
+    for line, size in zip(lines[1:], BENCH_SIZES, strict=True):
+        number, unit, line_bytes, updates, seconds, rate, megabytes = line.split()
+        assert f"{number} {unit}" == size.label
+        assert size.text_bytes < int(line_bytes.replace(",", "")) < size.text_bytes + 400
+        assert int(updates.replace(",", "")) == size.quick_per_prompt
+        assert float(seconds) > 0
+        assert float(rate.replace(",", "")) > 0
+        assert float(megabytes.replace(",", "")) > 0
+    assert [size.label for size in BENCH_SIZES] == ["64 B", "1 KiB", "64 KiB", "1 MiB"]
+
+
+def test_bench_rejects_bad_seconds() -> None:
+    proc = run_cli("bench", "--seconds", "0")
+    assert proc.returncode == 2
+    assert "--seconds" in proc.stderr
