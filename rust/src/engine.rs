@@ -156,6 +156,16 @@ impl UpdateKind {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// The three message-chunk kinds, whose `text` is their text content block's.
+    pub fn is_chunk(self) -> bool {
+        matches!(
+            self,
+            UpdateKind::UserMessageChunk
+                | UpdateKind::AgentMessageChunk
+                | UpdateKind::AgentThoughtChunk
+        )
+    }
 }
 
 /// One numbered update, borrowed from its line.
@@ -178,9 +188,7 @@ impl<'a> UpdateEvent<'a> {
     fn text_of(kind: UpdateKind, fields: &UpdateFields<'a>) -> Cow<'a, str> {
         let take = |s: &wire::Str<'a>| s.0.clone().unwrap_or(Cow::Borrowed(""));
         match kind {
-            UpdateKind::UserMessageChunk
-            | UpdateKind::AgentMessageChunk
-            | UpdateKind::AgentThoughtChunk => match &fields.content.0 {
+            _ if kind.is_chunk() => match &fields.content.0 {
                 Some(content) if content.kind.as_str() == Some("text") => take(&content.text),
                 _ => Cow::Borrowed(""),
             },
@@ -745,12 +753,7 @@ impl Engine {
     ) -> Result<UpdateEvent<'a>, AcpError> {
         let update_sequence = self.number_update(chunk.text_line)?;
         let kind = UpdateKind::from_wire(chunk.session_update);
-        let text = match kind {
-            UpdateKind::UserMessageChunk
-            | UpdateKind::AgentMessageChunk
-            | UpdateKind::AgentThoughtChunk => chunk.text,
-            _ => "",
-        };
+        let text = if kind.is_chunk() { chunk.text } else { "" };
         Ok(UpdateEvent {
             kind,
             session_update: Cow::Borrowed(chunk.session_update),
