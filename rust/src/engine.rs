@@ -182,6 +182,8 @@ pub struct UpdateEvent<'a> {
     pub text: Cow<'a, str>,
     pub message_id: Option<Cow<'a, str>>,
     pub tool_call_id: Option<Cow<'a, str>>,
+    /// The envelope (and so every string taken from it) is known to be ASCII; false when unknown.
+    pub ascii: bool,
 }
 
 impl<'a> UpdateEvent<'a> {
@@ -714,6 +716,7 @@ impl Engine {
             text,
             message_id: update.fields.message_id.0,
             tool_call_id: update.fields.tool_call_id.0,
+            ascii: false,
         })
     }
 
@@ -764,6 +767,7 @@ impl Engine {
             text: Cow::Borrowed(text),
             message_id: None,
             tool_call_id: None,
+            ascii: chunk.ascii,
         })
     }
 
@@ -1086,6 +1090,7 @@ mod tests {
                     text: Cow::Owned(text),
                     message_id: None,
                     tool_call_id: None,
+                    ascii: false,
                 })?;
                 Ok(cancel.cancel)
             }

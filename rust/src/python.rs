@@ -387,8 +387,8 @@ impl Host for PyHost<'_, '_> {
             transport_epoch: update.transport_epoch,
             update_sequence: update.update_sequence,
             session_id: self.session_id(&update.session_id),
-            envelope: PyString::new(py, update.envelope).unbind(),
-            text: self.string(&update.text),
+            envelope: text_object(py, update.envelope, update.ascii)?,
+            text: text_object(py, &update.text, update.ascii)?,
             message_id: update.message_id.as_ref().map(|v| self.string(v)),
             tool_call_id: update.tool_call_id.as_ref().map(|v| self.string(v)),
         };
@@ -398,7 +398,7 @@ impl Host for PyHost<'_, '_> {
     }
 
     fn on_reply_text(&mut self, update: &UpdateEvent<'_>) {
-        self.reply.push(self.py, &update.text);
+        self.reply.push(self.py, &update.text, update.ascii);
     }
 
     fn asks_permission(&self) -> bool {
@@ -453,6 +453,27 @@ impl Host for PyHost<'_, '_> {
     }
 }
 
+/// A `str` of `text`; when the caller knows it is ASCII, made by one copy into a new compact
+/// ASCII object instead of a UTF-8 decode.
+fn text_object(py: Python<'_>, text: &str, known_ascii: bool) -> PyResult<Py<PyString>> {
+    use pyo3::ffi;
+    if !known_ascii || text.len() < 64 {
+        return Ok(PyString::new(py, text).unbind());
+    }
+    // SAFETY: the GIL is held; PyUnicode_New gives a new str of `len` 1-byte characters (or
+    // NULL with an exception set), which we fill completely before anyone sees it.
+    unsafe {
+        let object = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
+        if object.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_1BYTE_DATA(object), text.len());
+        Ok(Bound::from_owned_ptr(py, object)
+            .cast_into_unchecked::<PyString>()
+            .unbind())
+    }
+}
+
 /// An owned reference to a `str` being written (released on drop, e.g. after an error).
 struct OwnedStr(*mut pyo3::ffi::PyObject);
 
@@ -493,13 +514,15 @@ enum ReplyBuilder {
 }
 
 impl ReplyBuilder {
-    fn push(&mut self, _py: Python<'_>, chunk: &str) {
+    /// Appends a chunk; `known_ascii` saves the ASCII scan when the caller already knows.
+    fn push(&mut self, _py: Python<'_>, chunk: &str, known_ascii: bool) {
         use pyo3::ffi;
         if chunk.is_empty() {
             return;
         }
+        let is_ascii = known_ascii || chunk.is_ascii();
         if let ReplyBuilder::Empty = self {
-            *self = if chunk.is_ascii() {
+            *self = if is_ascii {
                 let capacity = chunk.len().max(4096);
                 // SAFETY: the GIL is held (the `_py` token); a new object or NULL comes back.
                 let object = unsafe { ffi::PyUnicode_New(capacity as ffi::Py_ssize_t, 127) };
@@ -522,7 +545,7 @@ impl ReplyBuilder {
                 len,
                 capacity,
             } => {
-                if !chunk.is_ascii() {
+                if !is_ascii {
                     // SAFETY: `text` is a live compact ASCII str with `len` bytes written.
                     let written = unsafe {
                         std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(text.0), *len)

@@ -169,6 +169,8 @@ pub struct TextChunk<'a> {
     pub session_update: &'a str,
     /// The content block's text.
     pub text: &'a str,
+    /// The whole line is ASCII.
+    pub ascii: bool,
 }
 
 const CHUNK_PARTS: [&[u8]; 4] = [
@@ -180,17 +182,21 @@ const CHUNK_PARTS: [&[u8]; 4] = [
 
 /// The string at the start of `rest` up to its closing quote, when it needs no decoding (no
 /// escapes, no control characters); `None` sends the line to the general parser.
-fn plain_string(rest: &[u8]) -> Option<(&[u8], &[u8])> {
+/// Also tells whether the string is ASCII, found in the same pass.
+fn plain_string(rest: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     let end = memchr::memchr2(b'"', b'\\', rest)?;
     if rest[end] != b'"' {
         return None;
     }
     let value = &rest[..end];
     // JSON forbids raw control characters in strings; the general parser reports them.
-    if value.iter().fold(false, |seen, b| seen | (*b < 0x20)) {
+    let (control, high) = value.iter().fold((false, false), |(control, high), b| {
+        (control | (*b < 0x20), high | (*b >= 0x80))
+    });
+    if control {
         return None;
     }
-    Some((value, &rest[end + 1..]))
+    Some((value, &rest[end + 1..], !high))
 }
 
 /// Reads a `session/update` line laid out exactly as
@@ -201,15 +207,22 @@ fn plain_string(rest: &[u8]) -> Option<(&[u8], &[u8])> {
 pub fn text_chunk(line: &[u8]) -> Option<TextChunk<'_>> {
     let mut rest = line.strip_prefix(CHUNK_PARTS[0])?;
     let mut strings = [&b""[..]; 3];
+    let mut ascii = true;
     for (slot, next) in strings.iter_mut().zip(&CHUNK_PARTS[1..]) {
-        let (value, after) = plain_string(rest)?;
+        let (value, after, value_ascii) = plain_string(rest)?;
         *slot = value;
+        ascii &= value_ascii;
         rest = after.strip_prefix(next.strip_prefix(b"\"").unwrap_or(next))?;
     }
     if !rest.is_empty() {
         return None;
     }
-    let text_line = std::str::from_utf8(line).ok()?;
+    let text_line = if ascii {
+        // SAFETY: every byte is ASCII (the template's, and the strings' as just checked).
+        unsafe { std::str::from_utf8_unchecked(line) }
+    } else {
+        std::str::from_utf8(line).ok()?
+    };
     // SAFETY: each string is a sub-slice of `line`, which is valid UTF-8, and starts and ends
     // next to an ASCII quote, so it starts and ends on character boundaries.
     let [session_id, session_update, text] =
@@ -219,6 +232,7 @@ pub fn text_chunk(line: &[u8]) -> Option<TextChunk<'_>> {
         session_id,
         session_update,
         text,
+        ascii,
     })
 }
 
