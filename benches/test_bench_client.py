@@ -22,6 +22,9 @@ from typing import Any
 import acp_fast
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import FastCounter  # benches/ is not a package: found via the path above
+
 AGENT = str(Path(__file__).resolve().with_name("flood_agent.py"))
 ROUNDS = 5
 LIMITS = acp_fast.TransferLimits(
@@ -33,20 +36,8 @@ LIMITS = acp_fast.TransferLimits(
 )
 
 
-class Counter:
-    __slots__ = ("chars", "permissions", "updates")
-
-    def __init__(self) -> None:
-        self.updates = 0
-        self.chars = 0
-        self.permissions = 0
-
-    def on_update(self, update: acp_fast.Update) -> None:
-        self.updates += 1
-        self.chars += len(update.text)
-
-    def on_permission_commit(self, request: acp_fast.PermissionRequest) -> None:
-        self.permissions += 1
+# The same observer as benches/compare.py's acp-fast runner (counts and sums text length).
+Counter = FastCounter
 
 
 def bench_prompt(benchmark: Any, agent_args: list[str]) -> list[Counter]:

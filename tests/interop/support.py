@@ -140,7 +140,8 @@ AGENTS: dict[str, AgentSpec] = {
             version="0.16.2",
             model_api="anthropic",
             # Its permission request carries no tool `kind` (the earlier `tool_call` update
-            # does), so the kind rule cannot grant it; the title rule can.
+            # does): the client then judges by that announced kind. This spec's standard
+            # allow test uses the title rule; test_claude_code_acp_allowed_by_kind the kind.
             allow_policy=acp.PermissionPolicy(allowed_title_prefixes=["Write "]),
             allow_option="allow",
             reject_option="reject",
