@@ -6,6 +6,8 @@ from typing import Any, final
 
 from ._types import UpdateKind
 
+__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update"]
+
 DEFAULT_MESSAGE_BYTES: int
 
 @final
@@ -24,8 +26,8 @@ class Update:
         "tool_call_id",
     )
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         kind: UpdateKind | str,
         session_update: str,
@@ -36,7 +38,7 @@ class Update:
         text: str,
         message_id: str | None = None,
         tool_call_id: str | None = None,
-    ) -> None: ...
+    ) -> Update: ...
     @property
     def kind(self) -> UpdateKind: ...
     @property
@@ -57,7 +59,7 @@ class Update:
     def tool_call_id(self) -> str | None: ...
     def json(self) -> dict[str, Any]:
         """The parsed `params.update` object of the envelope."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 # (session_id, tool_call_id, title, tool_kind, status, outcome, option_id, option_kind,
@@ -69,8 +71,8 @@ _Named = list[tuple[str, str, str]]
 
 @final
 class CoreClient:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         command: str,
         args: list[str],
         message_bytes: int,
@@ -91,7 +93,7 @@ class CoreClient:
         permission_commit: Callable[[_PermissionRecord], object] | None,
         stderr: str = "discard",
         stderr_tail_bytes: int = 65536,
-    ) -> None: ...
+    ) -> CoreClient: ...
     def stderr_tail(self) -> str: ...
     def start(self, cwd: str | None = None) -> None: ...
     def prompt(
