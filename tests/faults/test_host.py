@@ -78,9 +78,14 @@ for _ in range(10):
     failures += run(total // 10)
     samples.append(dict(fds=fds(), rss=rss(), tasks=tasks()))
 elapsed = time.monotonic() - started
+def parent_of(pid):
+    try:  # any process on the machine may exit between listdir and open
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[1]
+    except OSError:
+        return None
 children = [
-    pid for pid in os.listdir("/proc") if pid.isdigit()
-    and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())
+    pid for pid in os.listdir("/proc") if pid.isdigit() and parent_of(pid) == str(os.getpid())
 ]
 report(baseline=baseline, samples=samples, failures=failures[:5], failure_count=len(failures),
        elapsed=elapsed, children=children)
