@@ -547,3 +547,77 @@ proptest! {
         }
     }
 }
+
+// --- the text-chunk fast path agrees with the general parser ---------------------------------
+
+/// Strings that stress the fast path: quotes, backslashes, control characters, non-ASCII.
+fn tricky_string() -> impl Strategy<Value = String> {
+    vec(
+        prop_oneof![
+            Just('a'),
+            Just(' '),
+            Just('"'),
+            Just('\\'),
+            Just('\n'),
+            Just('\u{1}'),
+            Just('é'),
+            Just('😀'),
+            Just('/'),
+            any::<char>(),
+        ],
+        0..24,
+    )
+    .prop_map(|chars| chars.into_iter().collect())
+}
+
+/// A chunk line with the three strings spliced in either escaped (valid JSON) or raw (maybe
+/// not JSON at all).
+fn chunk_line(session: &str, kind: &str, text: &str, escape: bool) -> Vec<u8> {
+    let put = |value: &str| {
+        if escape {
+            serde_json::to_string(value).unwrap()
+        } else {
+            format!("\"{value}\"")
+        }
+    };
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{{"sessionUpdate":{},"content":{{"type":"text","text":{}}}}}}}}}"#,
+        put(session),
+        put(kind),
+        put(text)
+    )
+    .into_bytes()
+}
+
+proptest! {
+    #[test]
+    fn text_chunk_fast_path_agrees_with_the_general_parser(
+        session in tricky_string(),
+        kind in tricky_string(),
+        text in tricky_string(),
+        escape in any::<bool>(),
+    ) {
+        let line = chunk_line(&session, &kind, &text, escape);
+        let general = wire::classify(&line);
+        match wire::text_chunk(&line) {
+            None => {}
+            Some(fast) => {
+                // Whatever the fast path accepts, the general parser accepts with the same meaning.
+                let envelope = general.expect("the fast path accepted what the parser refuses");
+                prop_assert_eq!(envelope.method.as_deref(), Some("session/update"));
+                let update = wire::session_update(envelope.params).expect("a valid update");
+                prop_assert_eq!(&*update.session_id, fast.session_id);
+                prop_assert_eq!(update.fields.session_update.as_str(), Some(fast.session_update));
+                let content = update.fields.content.0.expect("content");
+                prop_assert_eq!(content.text.as_str(), Some(fast.text));
+                prop_assert_eq!(fast.ascii, line.is_ascii());
+                prop_assert_eq!(fast.text_line.as_bytes(), &line[..]);
+            }
+        }
+        // Plain strings (no quote, backslash or control character) always take the fast path.
+        let plain = |s: &str| !s.chars().any(|c| c == '"' || c == '\\' || (c as u32) < 0x20);
+        if plain(&session) && plain(&kind) && plain(&text) {
+            prop_assert!(wire::text_chunk(&line).is_some());
+        }
+    }
+}
