@@ -254,10 +254,6 @@ impl Agent {
         self.child.id()
     }
 
-    pub fn is_reaped(&self) -> bool {
-        self.reaped
-    }
-
     /// Whether this process started the agent (false in a child made by fork()).
     pub fn owned_here(&self) -> bool {
         self.owner == std::process::id()

@@ -164,12 +164,6 @@ impl Storage {
         self.terminal
     }
 
-    pub fn limits(&self) -> Limits {
-        Limits {
-            message_bytes: self.message_bytes,
-        }
-    }
-
     /// The bytes of a line handed out by the latest `poll`.
     pub fn bytes(&self, range: Range<usize>) -> &[u8] {
         &self.buffer.as_slice()[range]
