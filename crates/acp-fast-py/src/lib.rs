@@ -13,15 +13,15 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use crate::driver::{Conversation, Host, ReadOutcome, Transport, WriteOutcome};
-use crate::encode::{ClientInfo, ContentBlock, McpServer};
-use crate::engine::{
+use acp_os::process::{self, Agent, PipeTransport, SpawnOptions, StderrMode};
+use acp_proto::driver::{Conversation, Host, ReadOutcome, Transport, WriteOutcome};
+use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
+use acp_proto::engine::{
     Config, Engine, InitializeInfo, ModesInfo, PermissionPolicy, PermissionRecord, Selection,
     TransferLimits, UpdateEvent, UpdateKind,
 };
-use crate::error::AcpError;
-use crate::process::{self, Agent, PipeTransport, SpawnOptions, StderrMode};
-use crate::reader::{self, Storage};
+use acp_proto::error::AcpError;
+use acp_proto::reader::{self, Storage};
 
 // --- the Python-side classes this module hands out ------------------------------------------
 
@@ -865,7 +865,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-fn named(py: Python<'_>, entries: &[crate::engine::NamedEntry]) -> PyResult<Py<PyAny>> {
+fn named(py: Python<'_>, entries: &[acp_proto::engine::NamedEntry]) -> PyResult<Py<PyAny>> {
     let list = PyList::empty(py);
     for e in entries {
         list.append((&e.id, &e.name, &e.description))?;

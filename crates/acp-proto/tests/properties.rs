@@ -16,11 +16,11 @@ use std::ops::Range;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use _core::encode::{ClientInfo, ContentBlock};
-use _core::engine::{Completion, Config, Engine, PermissionPolicy, Step, TransferLimits};
-use _core::error::AcpError;
-use _core::reader::{Limits, Poll, Storage};
-use _core::wire;
+use acp_proto::encode::{ClientInfo, ContentBlock};
+use acp_proto::engine::{Completion, Config, Engine, PermissionPolicy, Step, TransferLimits};
+use acp_proto::error::AcpError;
+use acp_proto::reader::{Limits, Poll, Storage};
+use acp_proto::wire;
 
 // --- the line reader ---------------------------------------------------------------------------
 

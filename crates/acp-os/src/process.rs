@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::driver::{ReadOutcome, Transport, WriteOutcome};
+use acp_proto::driver::{ReadOutcome, Transport, WriteOutcome};
 
 /// What happens to the agent's stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
