@@ -9,10 +9,12 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import _core
-from ._errors import CapacityOverflow, InvalidLimits
+from ._errors import AgentProtocolError, ConnectError, TurnTimeout
+from ._session import Session, content_tuples, turn_result
 from ._types import (
     Audio,
     AuthMethod,
@@ -22,10 +24,7 @@ from ._types import (
     Image,
     Initialize,
     McpServer,
-    Mode,
     Modes,
-    Overflow,
-    OverflowKind,
     PermissionOption,
     PermissionPolicy,
     PermissionReply,
@@ -37,9 +36,8 @@ from ._types import (
     Text,
     TextResource,
     TransferLimits,
+    TurnResult,
 )
-
-_U64_MAX = 2**64 - 1
 
 # Every live client, so that interpreter exit stops every agent (no orphans).
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -52,16 +50,6 @@ def _close_live_clients() -> None:
         clients = list(_live_clients)
     for client in clients:
         client.close()
-
-
-def _positive(name: str, value: object, maximum: int = _U64_MAX) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidLimits(f"{name} must be an int (got {type(value).__name__})")
-    if value <= 0:
-        raise InvalidLimits(f"{name} must be above zero (got {value})")
-    if value > maximum:
-        raise InvalidLimits(f"{name} must be at most {maximum} (got {value})")
-    return value
 
 
 _PermissionTuple = tuple[
@@ -110,7 +98,7 @@ def _permission_request(record: _PermissionTuple) -> PermissionRequest:
     return request
 
 
-def _content_tuple(block: ContentBlock) -> tuple[Any, ...]:
+def content_tuple(block: ContentBlock) -> tuple[Any, ...]:
     match block:
         case Text(text=text):
             return ("text", text)
@@ -129,12 +117,66 @@ def _content_tuple(block: ContentBlock) -> tuple[Any, ...]:
     raise TypeError(f"not a content block: {block!r}")
 
 
+@dataclass(frozen=True)
+class _CoreOptions:
+    """Everything `_core.CoreClient` reads, by name; it validates each value itself, so every
+    limit's message lives in one place (the Rust binding)."""
+
+    command: str
+    args: list[str]
+    message_bytes: object
+    transfer_limits: TransferLimits
+    transport_epoch: object
+    cwd: str | None
+    env: list[tuple[str, str]] | None
+    client_info: tuple[str, str, str]
+    mcp_servers: list[tuple[Any, ...]]
+    permission_policy: PermissionPolicy
+    on_update: Any
+    permission_preview: Any
+    permission_commit: Any
+    on_sent: Any
+    on_received: Any
+    fold: Any
+    stderr: str
+    stderr_tail_bytes: object
+    agent_id: str
+    cancel_grace: float
+
+
+def mcp_tuple(server: Any) -> tuple[Any, ...]:
+    """`acp.McpServer` (stdio) or a typed model server (stdio, http, sse) as the core's tuple."""
+    if isinstance(server, McpServer):
+        return ("stdio", server.name, server.command, list(server.args),
+                [(e.name, e.value) for e in server.env])
+    kind = getattr(server, "type", None)
+    headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
+    if kind in ("http", "sse"):
+        return (kind, server.name, server.url, headers)
+    env = [(e.name, e.value) for e in getattr(server, "env", ()) or ()]
+    return ("stdio", server.name, server.command, list(server.args), env)
+
+
+def _connect_failure(error: AgentProtocolError) -> bool:
+    """The handshake failures `start()` reports as `ConnectError` (design §6): an error answer,
+    another protocol version, the output ending, the timeout. Other faults (invalid JSON, an
+    unexpected message) stay plain `AgentProtocolError`, as in wave 1."""
+    if not getattr(error, "_acp_handshake", False):
+        return False  # a usage error (closed, forked, stopped), raised before anything was sent
+    text = str(error)
+    return error.code is not None or any(
+        marker in text
+        for marker in ("output ended", "protocol version", "protocolVersion", "start() timed out")
+    )
+
+
 class Client:
-    """One agent process and one ACP session.
+    """One agent process: one ``initialize``, any number of sessions.
 
     The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
-    bytes) and starts the agent in a session of its own; `start` opens the conversation. Calls
-    run one at a time; `request_cancel` and `close` may be called from any thread.
+    bytes) and starts the agent in a session of its own; `start` opens the conversation and, by
+    default, the default session. Calls run one at a time; `request_cancel`, `close` and
+    `Session.cancel` may be called from any thread.
 
     ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
     drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
@@ -155,42 +197,32 @@ class Client:
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         client_info: ClientInfo = ClientInfo(),  # noqa: B008 - frozen, shared safely
-        mcp_servers: Iterable[McpServer] = (),
+        mcp_servers: Iterable[Any] = (),
         permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008
         observer: object | None = None,
         stderr: Literal["discard", "inherit", "tail"] = "discard",
         stderr_tail_bytes: int = 64 * 1024,
+        agent_id: str | None = None,
+        session_state: Literal["off"] = "off",
+        cancel_grace: float = 5.0,
     ) -> None:
         self._core: _core.CoreClient | None = None
         if isinstance(args, str):
             raise TypeError("args must be a sequence of strings, not a string")
-        limits = transfer_limits
-        request_bytes = _positive("transfer_limits.request_bytes", limits.request_bytes)
-        response_bytes = _positive("transfer_limits.response_bytes", limits.response_bytes)
-        update_bytes = _positive("transfer_limits.update_bytes", limits.update_bytes)
-        update_count = _positive("transfer_limits.update_count", limits.update_count)
-        segments = _positive(
-            "transfer_limits.response_segment_count", limits.response_segment_count
-        )
-        epoch = transport_epoch
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 < epoch <= _U64_MAX:
-            raise InvalidLimits(f"transport_epoch must be a nonzero u64 int (got {epoch!r})")
-        message_bytes = reader_limits.message_bytes
-        if isinstance(message_bytes, bool) or not isinstance(message_bytes, int):
-            raise InvalidLimits("reader_limits.message_bytes must be an int")
-        if message_bytes <= 0:
-            raise InvalidLimits(
-                f"reader_limits.message_bytes must be above zero (got {message_bytes})"
-            )
-        if message_bytes >= _U64_MAX:
-            raise CapacityOverflow(
-                f"the reader's buffer of reader_limits.message_bytes + 1 ({message_bytes} + 1) "
-                "bytes cannot be allocated; nothing was started"
-            )
+        if session_state != "off":
+            raise ValueError(f"session_state must be \"off\" (got {session_state!r})")
         self._cwd = None if cwd is None else os.fspath(cwd)
-        on_update = getattr(observer, "on_update", None) if observer is not None else None
-        on_permission = getattr(observer, "on_permission", None) if observer else None
-        on_commit = getattr(observer, "on_permission_commit", None) if observer else None
+        self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
+        self._policy = permission_policy
+        self._sessions: dict[str, Session] = {}
+        self._default: Session | None = None
+        self._cancel_grace = float(cancel_grace)
+        self.agent_id = agent_id if agent_id is not None else os.path.basename(os.fspath(command))
+        # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
+        has = observer is not None
+        on_update = getattr(observer, "on_update", None) if has else None
+        on_permission = getattr(observer, "on_permission", None) if has else None
+        on_commit = getattr(observer, "on_permission_commit", None) if has else None
 
         preview = None
         if on_permission is not None:
@@ -215,29 +247,28 @@ class Client:
                 committed(_permission_request(record))
 
         self._core = _core.CoreClient(
-            os.fspath(command),
-            [os.fspath(a) for a in args],
-            message_bytes,
-            request_bytes,
-            response_bytes,
-            update_bytes,
-            update_count,
-            segments,
-            epoch,
-            self._cwd,
-            None if env is None else [(str(k), str(v)) for k, v in env.items()],
-            (client_info.name, client_info.title, client_info.version),
-            [
-                (s.name, s.command, list(s.args), [(e.name, e.value) for e in s.env])
-                for s in mcp_servers
-            ],
-            list(permission_policy.allowed_tool_kinds),
-            list(permission_policy.allowed_title_prefixes),
-            on_update,
-            preview,
-            commit,
-            stderr,
-            _positive("stderr_tail_bytes", stderr_tail_bytes),
+            _CoreOptions(
+                command=os.fspath(command),
+                args=[os.fspath(a) for a in args],
+                message_bytes=reader_limits.message_bytes,
+                transfer_limits=transfer_limits,
+                transport_epoch=transport_epoch,
+                cwd=self._cwd,
+                env=None if env is None else [(str(k), str(v)) for k, v in env.items()],
+                client_info=(client_info.name, client_info.title, client_info.version),
+                mcp_servers=self._mcp_servers,
+                permission_policy=permission_policy,
+                on_update=on_update,
+                permission_preview=preview,
+                permission_commit=commit,
+                on_sent=getattr(observer, "on_sent", None) if has else None,
+                on_received=getattr(observer, "on_received", None) if has else None,
+                fold=None,
+                stderr=stderr,
+                stderr_tail_bytes=stderr_tail_bytes,
+                agent_id=self.agent_id,
+                cancel_grace=self._cancel_grace,
+            )
         )
         with _live_lock:
             _live_clients.add(self)
@@ -248,39 +279,181 @@ class Client:
             raise RuntimeError("the client was not constructed")
         return self._core
 
+    def _session_cwd(self, cwd: str | os.PathLike[str] | None) -> str:
+        if cwd is None:
+            cwd = self._cwd if self._cwd is not None else os.getcwd()
+        return os.path.abspath(os.fspath(cwd))
+
+    def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
+        session = Session(self, session_id, cwd, directories)
+        self._sessions[session_id] = session
+        if self._default is None:
+            self._default = session
+        return session
+
+    def _forget(self, session: Session) -> None:
+        self._sessions.pop(session.session_id, None)
+
     # --- calls ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`."""
-        self._live.start(self._cwd)
+    def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
+        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
+        the default session. Handshake failures raise `ConnectError`."""
+        cwd = self._session_cwd(None) if self._cwd is None else self._cwd
+        try:
+            session_id = self._live.start(cwd, new_session, timeout)
+        except AgentProtocolError as error:
+            if not _connect_failure(error):
+                raise
+            raise self._connect_error(error) from error
+        if session_id is not None:
+            self._opened(session_id, cwd, ())
 
-    def prompt(self, text: str) -> str:
-        """Sends one text prompt and returns the reply text."""
-        return self.prompt_detailed(text).response
-
-    def prompt_detailed(self, text: str) -> PromptResult:
-        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
-        return self.prompt_content([Text(text)])
-
-    def prompt_content(self, blocks: Iterable[ContentBlock]) -> PromptResult:
-        """Sends one prompt of content blocks, in order."""
-        response, stop_reason, overflow = self._live.prompt(
-            [_content_tuple(block) for block in blocks]
+    def _connect_error(self, error: AgentProtocolError) -> ConnectError:
+        text = str(error)
+        if error.code == -32000:
+            methods = ", ".join(m.id for m in self.initialize.auth_methods) or "none offered"
+            text += (
+                f" (authentication required: the agent offers {methods}; call "
+                "start(new_session=False), authenticate(method_id), then new_session())"
+            )
+        return ConnectError(
+            text, agent_id=self.agent_id, code=error.code, message=error.message, data=error.data
         )
-        record = None
-        if overflow is not None:
-            kind, admitted_bytes, admitted_segments, withheld = overflow
-            record = Overflow(OverflowKind(kind), admitted_bytes, admitted_segments, withheld)
-        return PromptResult(response=response, stop_reason=stop_reason, overflow=record)
+
+    def new_session(
+        self,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Opens a session (`session/new`); the first one opened becomes the default."""
+        path = self._session_cwd(cwd)
+        directories = tuple(os.fspath(d) for d in additional_directories)
+        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        session_id = self._live.new_session(path, servers, list(directories))
+        return self._opened(session_id, path, directories)
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Loads a session (`session/load`): every update the agent replays is numbered,
+        delivered and routed to it before this returns."""
+        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Resumes a session (`session/resume`): the agent replays nothing."""
+        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
+
+    def _load(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        additional_directories: Iterable[str],
+        *,
+        resume: bool,
+    ) -> Session:
+        path = self._session_cwd(cwd)
+        directories = tuple(os.fspath(d) for d in additional_directories)
+        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        self._live.load_session(session_id, path, servers, list(directories), resume)
+        return self._opened(session_id, path, directories)
+
+    def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
+        """Every session the agent lists (all pages, in its order)."""
+        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
+        return tuple(json.loads(raw) for raw in self._live.list_sessions(path))
+
+    def delete_session(self, session_id: str) -> None:
+        """`session/delete`; an open handle for it is then closed locally."""
+        self._live.delete_session(session_id)
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session._mark_closed()
+
+    def authenticate(self, method_id: str) -> None:
+        """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
+        self._live.authenticate(method_id)
+
+    def logout(self) -> None:
+        self._live.logout()
+
+    def drain(self, timeout: float = 0.0) -> int:
+        """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
+        (0: only what is already readable); returns the number of updates delivered."""
+        return self._live.drain(timeout)
+
+    def _default_session(self) -> Session:
+        if self._default is None or self._default.closed:
+            raise AgentProtocolError("no session is open: call start() before sending a prompt")
+        return self._default
+
+    def prompt(self, text: str, *, timeout: float | None = None) -> str:
+        """Sends one text prompt to the default session and returns the reply text."""
+        return self.prompt_detailed(text, timeout=timeout).response
+
+    def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
+        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
+        return self.prompt_content([Text(text)], timeout=timeout)
+
+    def prompt_content(
+        self, blocks: Iterable[Any], *, timeout: float | None = None
+    ) -> PromptResult:
+        """Sends one prompt of content blocks, in order, to the default session (ungated, as
+        in wave 1)."""
+        session = self._default_session()
+        turn = session._turn(blocks, timeout=timeout, gated=False)
+        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
+
+    def _run_turn(
+        self, session: Session, blocks: str | Iterable[Any], timeout: float | None, gated: bool
+    ) -> TurnResult:
+        status, payload = self._live.prompt(
+            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+        )
+        if status == "timeout":
+            raise TurnTimeout(
+                f"the turn on session {session.session_id!r} did not end within {timeout} s "
+                f"and its cancel grace of {self._cancel_grace} s; its answer will be dropped",
+                session_id=session.session_id,
+                timeout=float(timeout or 0.0),
+                cancel_grace=self._cancel_grace,
+            )
+        result = turn_result(payload)
+        if status == "late":
+            raise TurnTimeout(
+                f"the turn on session {session.session_id!r} did not end within {timeout} s; "
+                f"it was cancelled and ended with {result.stop_reason!r} (see .result)",
+                session_id=session.session_id,
+                timeout=float(timeout or 0.0),
+                cancel_grace=self._cancel_grace,
+                result=result,
+            )
+        return result
 
     def request_cancel(self) -> None:
         """SIGTERM then SIGKILL to the agent's whole process group; returns at once."""
         self._live.request_cancel()
 
-    def close(self) -> None:
-        """Stops the agent's group and reaps the agent. Idempotent; any thread."""
+    def close(self, *, grace: float = 0.0) -> None:
+        """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``
+        > 0 the agent's stdin is closed first and it has that long to exit by itself."""
         if self._core is not None:
-            self._core.close()
+            self._core.close(grace)
 
     def __enter__(self) -> Client:
         return self
@@ -295,6 +468,30 @@ class Client:
             core.close()
 
     # --- state ---------------------------------------------------------------------------
+
+    @property
+    def permission_policy(self) -> PermissionPolicy:
+        return self._policy
+
+    @permission_policy.setter
+    def permission_policy(self, policy: PermissionPolicy) -> None:
+        self._live.set_policy(policy)
+        self._policy = policy
+
+    @property
+    def default_session(self) -> Session | None:
+        return self._default
+
+    @property
+    def sessions(self) -> tuple[Session, ...]:
+        """Open sessions, in opening order."""
+        return tuple(s for s in self._sessions.values() if not s.closed)
+
+    def session(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.closed:
+            raise KeyError(session_id)
+        return session
 
     def stderr_tail(self) -> str:
         """The last `stderr_tail_bytes` of the agent's stderr ("" unless ``stderr="tail"``)."""
@@ -314,6 +511,8 @@ class Client:
         if info is None:
             return Initialize()
         version, load_session, image, audio, embedded, methods, agent_info, raw = info
+        raw_object = json.loads(raw)
+        capabilities = raw_object.get("agentCapabilities") if isinstance(raw_object, dict) else None
         return Initialize(
             protocol_version=version,
             load_session=load_session,
@@ -322,17 +521,20 @@ class Client:
             prompt_embedded_content=embedded,
             auth_methods=tuple(AuthMethod(*m) for m in methods),
             agent_info=None if agent_info is None else json.loads(agent_info),
-            raw=json.loads(raw),
+            raw=raw_object,
+            agent_capabilities=capabilities if isinstance(capabilities, dict) else {},
         )
 
     @property
     def modes(self) -> Modes:
-        current, available = self._live.modes_info()
-        return Modes(current=current, available=tuple(Mode(*m) for m in available))
+        """The default session's modes (empty without one)."""
+        if self._default is None:
+            return Modes()
+        return self._default.modes
 
     @property
     def session_id(self) -> str | None:
-        return self._live.session_id
+        return None if self._default is None else self._default.session_id
 
     @property
     def pid(self) -> int | None:
@@ -347,4 +549,4 @@ class Client:
         if core is None:
             return "<acp_fast.Client (not constructed)>"
         state = "closed" if core.closed else f"pid={core.pid}"
-        return f"<acp_fast.Client {state} session_id={core.session_id!r}>"
+        return f"<acp_fast.Client {state} session_id={self.session_id!r}>"

@@ -1,12 +1,11 @@
 """The Rust core of acp-fast (built by maturin). Use `acp_fast.Client`; `CoreClient` is its
 engine and takes already-validated options."""
 
-from collections.abc import Callable
 from typing import Any, final
 
 from ._types import UpdateKind
 
-__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update"]
+__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update", "_rebuild_update"]
 
 DEFAULT_MESSAGE_BYTES: int
 
@@ -61,6 +60,9 @@ class Update:
         """The parsed `params.update` object of the envelope."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
+    def __copy__(self) -> Update: ...
+    def __deepcopy__(self, memo: Any, /) -> Update: ...
 
 # (session_id, tool_call_id, title, tool_kind, status, outcome, option_id, option_kind,
 #  [(option_id, name, kind)], envelope, request_id as a Python value)
@@ -68,51 +70,89 @@ _PermissionRecord = tuple[
     str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
 ]
 _Named = list[tuple[str, str, str]]
+# (response, stop_reason, overflow, session_id, tool calls JSON, plan JSON, commands JSON,
+#  usage JSON, current mode id)
+_Turn = tuple[
+    str,
+    str,
+    tuple[str, int, int, int] | None,
+    str,
+    list[str],
+    str | None,
+    str | None,
+    str | None,
+    str,
+]
+# ((current mode, modes), (current model, models), config options JSON, commands JSON)
+_SessionInfo = tuple[tuple[str, _Named], tuple[str, _Named], str | None, str | None]
 
+def _rebuild_update(
+    kind: UpdateKind | str,
+    session_update: str,
+    transport_epoch: int,
+    update_sequence: int,
+    session_id: str,
+    envelope: str,
+    text: str,
+    message_id: str | None,
+    tool_call_id: str | None,
+) -> Update: ...
 @final
 class CoreClient:
-    def __new__(
-        cls,
-        command: str,
-        args: list[str],
-        message_bytes: int,
-        request_bytes: int,
-        response_bytes: int,
-        update_bytes: int,
-        update_count: int,
-        response_segment_count: int,
-        transport_epoch: int,
-        cwd: str | None,
-        env: list[tuple[str, str]] | None,
-        client_info: tuple[str, str, str],
-        mcp_servers: list[tuple[str, str, list[str], list[tuple[str, str]]]],
-        allowed_tool_kinds: list[str],
-        allowed_title_prefixes: list[str],
-        on_update: Callable[[Update], object] | None,
-        permission_preview: Callable[[_PermissionRecord], tuple[str, str, str] | None] | None,
-        permission_commit: Callable[[_PermissionRecord], object] | None,
-        stderr: str = "discard",
-        stderr_tail_bytes: int = 65536,
-    ) -> CoreClient: ...
+    """One agent and its sans-I/O Connection, driven by a blocking loop; `options` is the
+    facade's `_CoreOptions` (read by attribute name and validated here)."""
+
+    def __new__(cls, options: Any) -> CoreClient: ...
     def stderr_tail(self) -> str: ...
-    def start(self, cwd: str | None = None) -> None: ...
+    def start(self, cwd: str, new_session: bool, timeout: float | None = None) -> str | None: ...
+    def new_session(
+        self, cwd: str, mcp_servers: list[tuple[Any, ...]] | None, additional_directories: list[str]
+    ) -> str: ...
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[tuple[Any, ...]] | None,
+        additional_directories: list[str],
+        resume: bool,
+    ) -> str: ...
+    def list_sessions(self, cwd: str | None = None) -> list[str]: ...
+    def delete_session(self, session_id: str) -> None: ...
+    def authenticate(self, method_id: str) -> None: ...
+    def logout(self) -> None: ...
+    def set_mode(self, session_id: str, mode_id: str) -> None: ...
+    def set_model(self, session_id: str, model_id: str) -> None: ...
+    def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool
+    ) -> str | None: ...
+    def close_session(self, session_id: str) -> None: ...
     def prompt(
-        self, blocks: list[tuple[Any, ...]]
-    ) -> tuple[str, str, tuple[str, int, int, int] | None]: ...
+        self,
+        session_id: str,
+        blocks: list[tuple[Any, ...]],
+        timeout: float | None = None,
+        gated: bool = True,
+    ) -> tuple[str, _Turn | None]: ...
+    def cancel(self, session_id: str) -> None: ...
+    def drain(self, timeout: float) -> int: ...
+    def set_policy(self, policy: Any) -> None: ...
     def request_cancel(self) -> None: ...
-    def close(self) -> None: ...
+    def close(self, grace: float = 0.0) -> None: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def stopped(self) -> bool: ...
     @property
     def pid(self) -> int | None: ...
     @property
     def next_update_sequence(self) -> int: ...
     @property
-    def session_id(self) -> str | None: ...
-    @property
     def agent_error(self) -> str | None: ...
+    def session_ids(self) -> list[str]: ...
+    def session_info(self, session_id: str) -> _SessionInfo | None: ...
     def initialize_info(
         self,
-    ) -> tuple[int, bool, bool, bool, bool, _Named, str | None, str] | None: ...
-    def modes_info(self) -> tuple[str, _Named]: ...
+    ) -> (
+        tuple[int, bool, bool, bool, bool, list[tuple[str, str, str, str]], str | None, str] | None
+    ): ...
     def reader_status(self) -> tuple[str, int, int, int, int, int, bool]: ...

@@ -62,15 +62,71 @@ class ReaderMessageCapacityExceeded(AcpError):
     """The agent sent a line longer than ``reader_limits.message_bytes``; reading has stopped."""
 
 
+class CapabilityError(AcpError):
+    """A call the agent did not advertise; nothing was written.
+
+    ``capability`` names it as the schema does (``loadSession``,
+    ``sessionCapabilities.resume``, ``promptCapabilities.image``, ``session/set_mode`` …);
+    ``agent_id`` is the client's ``agent_id``.
+    """
+
+    def __init__(self, message: str, *, capability: str = "", agent_id: str = "") -> None:
+        super().__init__(message)
+        self.capability = capability
+        self.agent_id = agent_id
+
+
+class ConnectError(AgentProtocolError):
+    """`start()` could not connect: an error answer to ``initialize``, another protocol version,
+    the agent's output ending during the handshake (``__cause__`` holds the detail), ``session/new``
+    answered -32000 (authentication required), or the ``start()`` timeout."""
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        agent_id: str = "",
+        code: int | None = None,
+        message: str | None = None,
+        data: Any = None,
+    ) -> None:
+        super().__init__(description, code=code, message=message, data=data)
+        self.agent_id = agent_id
+
+
+class TurnTimeout(AcpError, TimeoutError):
+    """A turn passed its ``timeout``: its ``session/cancel`` was sent. ``result`` is the turn's
+    `TurnResult` when the agent answered within ``cancel_grace``, else None (the call's id is
+    then abandoned and a late answer is dropped)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        timeout: float,
+        cancel_grace: float,
+        result: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.timeout = timeout
+        self.cancel_grace = cancel_grace
+        self.result = result
+
+
 __all__ = [
     "AcpError",
     "AgentProtocolError",
     "AgentTransportFailed",
+    "CapabilityError",
     "CapacityOverflow",
+    "ConnectError",
     "InvalidLimits",
     "MissingDurableObserver",
     "ReaderMessageCapacityExceeded",
     "RequestCapacityExceeded",
+    "TurnTimeout",
     "UpdateCapacityExceeded",
     "UpdateCountCapacityExceeded",
 ]

@@ -201,6 +201,19 @@ class PromptResult:
 
 
 @dataclass(frozen=True)
+class TurnResult(PromptResult):
+    """One turn of a session: the reply as `PromptResult` has it, and the final state of what
+    the turn announced (tool calls, the latest plan, commands and usage), decoded leniently."""
+
+    session_id: str = ""
+    tool_calls: tuple[Any, ...] = ()
+    plan: tuple[Any, ...] | None = None
+    available_commands: tuple[Any, ...] | None = None
+    current_mode_id: str | None = None
+    usage: Any = None
+
+
+@dataclass(frozen=True)
 class ReaderStatus:
     """A snapshot of the line reader: its limit, buffer, bytes waiting, longest line seen,
     rejected lines, and whether reading has stopped (`terminal`)."""
@@ -219,6 +232,8 @@ class AuthMethod:
     id: str
     name: str
     description: str
+    #: "terminal", another string as sent (e.g. codex's "env_var"), "" for agent methods.
+    type: str = ""
 
 
 @dataclass(frozen=True)
@@ -233,6 +248,8 @@ class Initialize:
     auth_methods: tuple[AuthMethod, ...] = ()
     agent_info: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    #: The agent's ``agentCapabilities`` object as sent ({} before `start`).
+    agent_capabilities: Any = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -246,6 +263,22 @@ class Mode:
 class Modes:
     current: str = ""
     available: tuple[Mode, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelOption:
+    id: str
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Models:
+    """A session's models: from its ``"model"`` config option, else the legacy ``models``
+    object of the session result, else empty."""
+
+    current: str = ""
+    available: tuple[ModelOption, ...] = ()
 
 
 # --- prompt content blocks ------------------------------------------------------------------

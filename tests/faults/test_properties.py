@@ -543,9 +543,11 @@ def check(agent_program: Path, phase: str, lines: list[Line], limits: acp.Transf
                 else:
                     assert client.session_id == SESSION
             else:
-                assert type(raised) is expected.error, (
-                    f"expected {expected.error.__name__}, got {raised!r}"
-                )
+                # start() reports handshake failures as ConnectError, an AgentProtocolError.
+                handshake = isinstance(raised, acp.ConnectError) and phase == "initialize"
+                assert type(raised) is expected.error or (
+                    handshake and expected.error is acp.AgentProtocolError
+                ), f"expected {expected.error.__name__}, got {raised!r}"
                 if expected.code is not None:
                     assert isinstance(raised, acp.AgentProtocolError)
                     assert raised.code == expected.code

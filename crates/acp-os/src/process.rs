@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_proto::driver::{ReadOutcome, Transport, WriteOutcome};
+use crate::io::{ReadOutcome, Transport, WriteOutcome};
 
 /// What happens to the agent's stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,6 +171,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             stdout,
             pid,
             wait: Duration::from_millis(100),
+            waker: None,
         },
     ))
 }
@@ -344,24 +345,70 @@ pub struct PipeTransport {
     stdout: OwnedFd,
     pid: libc::pid_t,
     wait: Duration,
+    /// A `Waker`'s fd, polled with stdout so another thread reaches a blocked read at once.
+    waker: Option<std::os::fd::RawFd>,
 }
 
-fn wait_for(fd: &OwnedFd, events: libc::c_short, wait: Duration) -> io::Result<bool> {
-    let mut pollfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events,
-        revents: 0,
+impl PipeTransport {
+    /// Polls `fd` (a `Waker`'s read end, which must outlive this transport) with stdout.
+    pub fn set_waker(&mut self, fd: std::os::fd::RawFd) {
+        self.waker = Some(fd);
+    }
+
+    /// The longest a read or write waits before returning `Idle`.
+    pub fn set_wait(&mut self, wait: Duration) {
+        self.wait = wait;
+    }
+}
+
+/// Whether `fd` became ready within `wait`; `Woken` when the waker fired first.
+enum Wait {
+    Ready,
+    Idle,
+    Woken,
+}
+
+fn wait_for(
+    fd: &OwnedFd,
+    events: libc::c_short,
+    wait: Duration,
+    waker: Option<std::os::fd::RawFd>,
+) -> io::Result<Wait> {
+    let mut pollfds = [
+        libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: waker.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let count = if waker.is_some() { 2 } else { 1 };
+    // SAFETY: `count` valid pollfds.
+    let ready = unsafe {
+        libc::poll(
+            pollfds.as_mut_ptr(),
+            count as libc::nfds_t,
+            wait.as_millis() as libc::c_int,
+        )
     };
-    // SAFETY: one valid pollfd.
-    let ready = unsafe { libc::poll(&mut pollfd, 1, wait.as_millis() as libc::c_int) };
     if ready < 0 {
         let error = io::Error::last_os_error();
         if error.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
+            return Ok(Wait::Idle);
         }
         return Err(error);
     }
-    Ok(ready > 0)
+    if pollfds[0].revents != 0 {
+        Ok(Wait::Ready)
+    } else if count == 2 && pollfds[1].revents != 0 {
+        Ok(Wait::Woken)
+    } else {
+        Ok(Wait::Idle)
+    }
 }
 
 impl Transport for PipeTransport {
@@ -380,7 +427,11 @@ impl Transport for PipeTransport {
             match error.kind() {
                 io::ErrorKind::Interrupted => return Ok(ReadOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
-                    if !wait_for(&self.stdout, libc::POLLIN, self.wait)? {
+                    let ready = wait_for(&self.stdout, libc::POLLIN, self.wait, self.waker)?;
+                    if let Wait::Woken = ready {
+                        return Ok(ReadOutcome::Woken);
+                    }
+                    if let Wait::Idle = ready {
                         // Nothing is buffered. If the agent itself is gone, a process it
                         // started may hold the pipe open forever: its output has ended.
                         if !has_exited(self.pid) {
@@ -415,7 +466,10 @@ impl Transport for PipeTransport {
             match error.kind() {
                 io::ErrorKind::Interrupted => return Ok(WriteOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
-                    if !wait_for(&self.stdin, libc::POLLOUT, self.wait)? {
+                    if !matches!(
+                        wait_for(&self.stdin, libc::POLLOUT, self.wait, None)?,
+                        Wait::Ready
+                    ) {
                         return Ok(WriteOutcome::Idle);
                     }
                 }
@@ -504,7 +558,7 @@ mod tests {
             match pipes.read(&mut buf).unwrap() {
                 ReadOutcome::Data(n) => seen.extend_from_slice(&buf[..n]),
                 ReadOutcome::Eof => break,
-                ReadOutcome::Idle => {}
+                ReadOutcome::Idle | ReadOutcome::Woken => {}
             }
         }
         assert_eq!(seen, b"hi\n");
@@ -516,5 +570,28 @@ mod tests {
             }
         };
         assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn a_waker_reaches_a_blocked_read_at_once() {
+        let (mut agent, mut pipes) = spawn(&sh("sleep 10")).unwrap();
+        let waker = crate::io::Waker::new().unwrap();
+        pipes.set_waker(waker.fd());
+        pipes.set_wait(Duration::from_secs(5));
+        let began = Instant::now();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                waker.wake();
+            });
+            let mut buf = [0u8; 16];
+            assert!(matches!(pipes.read(&mut buf).unwrap(), ReadOutcome::Woken));
+        });
+        assert!(
+            began.elapsed() < Duration::from_secs(4),
+            "the wait ended on the waker, not the timeout"
+        );
+        waker.drain();
+        agent.stop_and_reap();
     }
 }

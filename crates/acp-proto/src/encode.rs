@@ -20,13 +20,26 @@ impl Default for ClientInfo {
     }
 }
 
-/// A stdio MCP server the agent is asked to start.
+/// An MCP server the agent is asked to connect to. `Stdio` is written untagged (wave 1's bytes);
+/// `Http` and `Sse` carry their `type` tag.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct McpServer {
-    pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
+pub enum McpServer {
+    Stdio {
+        name: String,
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    Http {
+        name: String,
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+    Sse {
+        name: String,
+        url: String,
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// One prompt content block.
@@ -61,6 +74,8 @@ pub enum ContentBlock {
         description: String,
         size: Option<i64>,
     },
+    /// A block already encoded as one JSON object (the typed model's `to_json()`).
+    Raw(String),
 }
 
 /// A minified JSON writer that knows whether a comma is due.
@@ -172,40 +187,195 @@ pub fn initialize(id: i64, info: &ClientInfo) -> Vec<u8> {
     json.finish_line()
 }
 
-pub fn session_new(id: i64, cwd: &str, servers: &[McpServer]) -> Vec<u8> {
-    let mut json = Json::message();
-    json.field_raw("id", &id.to_string());
-    json.field_str("method", "session/new");
+/// `session/new` (wave 1's bytes when `additional_directories` is empty).
+pub fn session_new(
+    id: i64,
+    cwd: &str,
+    additional_directories: &[String],
+    servers: &[McpServer],
+) -> Vec<u8> {
+    let mut json = request(id, "session/new");
     json.key("params");
     json.open_object();
     json.field_str("cwd", cwd);
+    write_directories(&mut json, additional_directories);
     json.key("mcpServers");
     write_mcp_servers(&mut json, servers);
     json.close(b'}');
     json.finish_line()
 }
 
+/// `session/load` or, with `method` "session/resume", the same params for a resume.
+pub fn session_load(
+    id: i64,
+    method: &str,
+    session_id: &str,
+    cwd: &str,
+    additional_directories: &[String],
+    servers: &[McpServer],
+) -> Vec<u8> {
+    let mut json = request(id, method);
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    json.field_str("cwd", cwd);
+    write_directories(&mut json, additional_directories);
+    json.key("mcpServers");
+    write_mcp_servers(&mut json, servers);
+    json.close(b'}');
+    json.finish_line()
+}
+
+/// `session/list`: `cwd` only when given, `cursor` only after the first page.
+pub fn session_list(id: i64, cwd: Option<&str>, cursor: Option<&str>) -> Vec<u8> {
+    let mut json = request(id, "session/list");
+    json.key("params");
+    json.open_object();
+    if let Some(cwd) = cwd {
+        json.field_str("cwd", cwd);
+    }
+    if let Some(cursor) = cursor {
+        json.field_str("cursor", cursor);
+    }
+    json.close(b'}');
+    json.finish_line()
+}
+
+/// A request whose params are `{"sessionId":…}` plus string fields in the given order
+/// (`session/delete`, `session/close`, `session/set_mode`, `session/set_model`).
+pub fn session_call(id: i64, method: &str, session_id: &str, fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut json = request(id, method);
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    for (key, value) in fields {
+        json.field_str(key, value);
+    }
+    json.close(b'}');
+    json.finish_line()
+}
+
+/// A config option's new value: a select's value id or a boolean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigValue<'a> {
+    Select(&'a str),
+    Boolean(bool),
+}
+
+pub fn set_config_option(
+    id: i64,
+    session_id: &str,
+    config_id: &str,
+    value: ConfigValue<'_>,
+) -> Vec<u8> {
+    let mut json = request(id, "session/set_config_option");
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    json.field_str("configId", config_id);
+    match value {
+        ConfigValue::Select(value) => json.field_str("value", value),
+        ConfigValue::Boolean(value) => {
+            json.field_str("type", "boolean");
+            json.field_raw("value", if value { "true" } else { "false" });
+        }
+    }
+    json.close(b'}');
+    json.finish_line()
+}
+
+pub fn authenticate(id: i64, method_id: &str) -> Vec<u8> {
+    let mut json = request(id, "authenticate");
+    json.key("params");
+    json.open_object();
+    json.field_str("methodId", method_id);
+    json.close(b'}');
+    json.finish_line()
+}
+
+pub fn logout(id: i64) -> Vec<u8> {
+    let mut json = request(id, "logout");
+    json.field_raw("params", "{}");
+    json.finish_line()
+}
+
+/// An error answer to an agent request (e.g. -32800 for a cancelled one).
+pub fn error_answer(raw_id: &str, code: i64, message: &str) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_raw("id", raw_id);
+    json.key("error");
+    json.open_object();
+    json.field_raw("code", &code.to_string());
+    json.field_str("message", message);
+    json.close(b'}');
+    json.finish_line()
+}
+
+fn request(id: i64, method: &str) -> Json {
+    let mut json = Json::message();
+    json.field_raw("id", &id.to_string());
+    json.field_str("method", method);
+    json
+}
+
+fn write_directories(json: &mut Json, directories: &[String]) {
+    if directories.is_empty() {
+        return;
+    }
+    json.key("additionalDirectories");
+    json.open_array();
+    for directory in directories {
+        json.str_value(directory);
+    }
+    json.close(b']');
+}
+
+fn write_pairs(json: &mut Json, pairs: &[(String, String)]) {
+    json.open_array();
+    for (name, value) in pairs {
+        json.open_object();
+        json.field_str("name", name);
+        json.field_str("value", value);
+        json.close(b'}');
+    }
+    json.close(b']');
+}
+
 fn write_mcp_servers(json: &mut Json, servers: &[McpServer]) {
     json.open_array();
     for server in servers {
         json.open_object();
-        json.field_str("name", &server.name);
-        json.field_str("command", &server.command);
-        json.key("args");
-        json.open_array();
-        for arg in &server.args {
-            json.str_value(arg);
+        match server {
+            McpServer::Stdio {
+                name,
+                command,
+                args,
+                env,
+            } => {
+                json.field_str("name", name);
+                json.field_str("command", command);
+                json.key("args");
+                json.open_array();
+                for arg in args {
+                    json.str_value(arg);
+                }
+                json.close(b']');
+                json.key("env");
+                write_pairs(json, env);
+            }
+            McpServer::Http { name, url, headers } | McpServer::Sse { name, url, headers } => {
+                let tag = if matches!(server, McpServer::Http { .. }) {
+                    "http"
+                } else {
+                    "sse"
+                };
+                json.field_str("type", tag);
+                json.field_str("name", name);
+                json.field_str("url", url);
+                json.key("headers");
+                write_pairs(json, headers);
+            }
         }
-        json.close(b']');
-        json.key("env");
-        json.open_array();
-        for (name, value) in &server.env {
-            json.open_object();
-            json.field_str("name", name);
-            json.field_str("value", value);
-            json.close(b'}');
-        }
-        json.close(b']');
         json.close(b'}');
     }
     json.close(b']');
@@ -227,8 +397,13 @@ pub fn prompt(id: i64, session_id: &str, content: &[ContentBlock]) -> Vec<u8> {
 fn write_content(json: &mut Json, content: &[ContentBlock]) {
     json.open_array();
     for block in content {
+        if let ContentBlock::Raw(object) = block {
+            json.raw(object);
+            continue;
+        }
         json.open_object();
         match block {
+            ContentBlock::Raw(_) => unreachable!("written above"),
             ContentBlock::Text(text) => {
                 json.field_str("type", "text");
                 json.field_str("text", text);
@@ -404,7 +579,7 @@ mod tests {
         let mut json = Json::new();
         write_mcp_servers(
             &mut json,
-            &[McpServer {
+            &[McpServer::Stdio {
                 name: "sample".into(),
                 command: "/bin/sample-mcp".into(),
                 args: vec!["serve".into(), "stdio".into()],
@@ -420,7 +595,7 @@ mod tests {
     #[test]
     fn session_new_and_prompt_lines() {
         assert_eq!(
-            text(session_new(1, "/w", &[])),
+            text(session_new(1, "/w", &[], &[])),
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/w\",\"mcpServers\":[]}}\n"
         );
         assert_eq!(
@@ -446,6 +621,125 @@ mod tests {
         assert_eq!(
             text(cancel("s")),
             "{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\",\"params\":{\"sessionId\":\"s\"}}\n"
+        );
+    }
+
+    #[test]
+    fn session_control_lines_match_the_design() {
+        let dirs = vec!["/x".to_owned()];
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                session_new(2, "/w", &dirs, &[]),
+                r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","additionalDirectories":["/x"],"mcpServers":[]}}"#,
+            ),
+            (
+                session_load(3, "session/load", "s1", "/w", &[], &[]),
+                r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[]}}"#,
+            ),
+            (
+                session_load(4, "session/load", "s1", "/w", &dirs, &[]),
+                r#"{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":"s1","cwd":"/w","additionalDirectories":["/x"],"mcpServers":[]}}"#,
+            ),
+            (
+                session_load(5, "session/resume", "s1", "/w", &[], &[]),
+                r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"s1","cwd":"/w","mcpServers":[]}}"#,
+            ),
+            (
+                session_list(6, None, None),
+                r#"{"jsonrpc":"2.0","id":6,"method":"session/list","params":{}}"#,
+            ),
+            (
+                session_list(7, Some("/w"), Some("c2")),
+                r#"{"jsonrpc":"2.0","id":7,"method":"session/list","params":{"cwd":"/w","cursor":"c2"}}"#,
+            ),
+            (
+                session_call(8, "session/delete", "s1", &[]),
+                r#"{"jsonrpc":"2.0","id":8,"method":"session/delete","params":{"sessionId":"s1"}}"#,
+            ),
+            (
+                session_call(9, "session/close", "s1", &[]),
+                r#"{"jsonrpc":"2.0","id":9,"method":"session/close","params":{"sessionId":"s1"}}"#,
+            ),
+            (
+                session_call(10, "session/set_mode", "s1", &[("modeId", "code")]),
+                r#"{"jsonrpc":"2.0","id":10,"method":"session/set_mode","params":{"sessionId":"s1","modeId":"code"}}"#,
+            ),
+            (
+                set_config_option(11, "s1", "mode", ConfigValue::Select("code")),
+                r#"{"jsonrpc":"2.0","id":11,"method":"session/set_config_option","params":{"sessionId":"s1","configId":"mode","value":"code"}}"#,
+            ),
+            (
+                set_config_option(12, "s1", "brave", ConfigValue::Boolean(true)),
+                r#"{"jsonrpc":"2.0","id":12,"method":"session/set_config_option","params":{"sessionId":"s1","configId":"brave","type":"boolean","value":true}}"#,
+            ),
+            (
+                session_call(13, "session/set_model", "s1", &[("modelId", "opus")]),
+                r#"{"jsonrpc":"2.0","id":13,"method":"session/set_model","params":{"sessionId":"s1","modelId":"opus"}}"#,
+            ),
+            (
+                authenticate(14, "agent-login"),
+                r#"{"jsonrpc":"2.0","id":14,"method":"authenticate","params":{"methodId":"agent-login"}}"#,
+            ),
+            (
+                logout(15),
+                r#"{"jsonrpc":"2.0","id":15,"method":"logout","params":{}}"#,
+            ),
+            (
+                cancel("s1"),
+                r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}"#,
+            ),
+            (
+                permission_answer("\"perm-1\"", "cancelled", ""),
+                r#"{"jsonrpc":"2.0","id":"perm-1","result":{"outcome":{"outcome":"cancelled"}}}"#,
+            ),
+            (
+                error_answer("\"c0a8\"", -32800, "request cancelled"),
+                r#"{"jsonrpc":"2.0","id":"c0a8","error":{"code":-32800,"message":"request cancelled"}}"#,
+            ),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(text(bytes), format!("{expected}\n"));
+        }
+    }
+
+    #[test]
+    fn http_and_sse_servers_are_tagged() {
+        let mut json = Json::new();
+        let headers = vec![("Authorization".to_owned(), "x".to_owned())];
+        write_mcp_servers(
+            &mut json,
+            &[
+                McpServer::Http {
+                    name: "h".into(),
+                    url: "http://127.0.0.1/".into(),
+                    headers: headers.clone(),
+                },
+                McpServer::Sse {
+                    name: "s".into(),
+                    url: "http://127.0.0.1/e".into(),
+                    headers: vec![],
+                },
+            ],
+        );
+        assert_eq!(
+            text(json.out),
+            r#"[{"type":"http","name":"h","url":"http://127.0.0.1/","headers":[{"name":"Authorization","value":"x"}]},{"type":"sse","name":"s","url":"http://127.0.0.1/e","headers":[]}]"#
+        );
+    }
+
+    #[test]
+    fn raw_blocks_are_written_as_given() {
+        let mut json = Json::new();
+        write_content(
+            &mut json,
+            &[
+                ContentBlock::Raw(r#"{"type":"text","text":"x","_meta":{}}"#.into()),
+                ContentBlock::Text("y".into()),
+            ],
+        );
+        assert_eq!(
+            text(json.out),
+            r#"[{"type":"text","text":"x","_meta":{}},{"type":"text","text":"y"}]"#
         );
     }
 }

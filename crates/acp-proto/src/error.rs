@@ -15,6 +15,20 @@ pub enum AcpError {
     UpdateCapacityExceeded(String),
     UpdateCountCapacityExceeded(String),
     ReaderMessageCapacityExceeded(String),
+    /// A call the agent did not advertise (`capability` is the name in the message); nothing
+    /// was written.
+    Capability {
+        capability: String,
+        message: String,
+    },
+    /// An argument the connection refused before writing anything (Python: `ValueError`).
+    InvalidArgument(String),
+    /// A call that cannot run in this state: a closed or busy session (Python: `RuntimeError`).
+    Misuse(String),
+    /// A turn whose `cancel_grace` ran out after its timeout; its id is tombstoned.
+    TurnTimeout {
+        session_id: String,
+    },
 }
 
 /// An `AgentProtocolError`, with the JSON-RPC error's fields when the agent answered with one.
@@ -50,6 +64,10 @@ impl AcpError {
             AcpError::UpdateCapacityExceeded(_) => "UpdateCapacityExceeded",
             AcpError::UpdateCountCapacityExceeded(_) => "UpdateCountCapacityExceeded",
             AcpError::ReaderMessageCapacityExceeded(_) => "ReaderMessageCapacityExceeded",
+            AcpError::Capability { .. } => "CapabilityError",
+            AcpError::InvalidArgument(_) => "ValueError",
+            AcpError::Misuse(_) => "RuntimeError",
+            AcpError::TurnTimeout { .. } => "TurnTimeout",
         }
     }
 
@@ -63,7 +81,11 @@ impl AcpError {
             | AcpError::RequestCapacityExceeded(m)
             | AcpError::UpdateCapacityExceeded(m)
             | AcpError::UpdateCountCapacityExceeded(m)
-            | AcpError::ReaderMessageCapacityExceeded(m) => m,
+            | AcpError::ReaderMessageCapacityExceeded(m)
+            | AcpError::InvalidArgument(m)
+            | AcpError::Misuse(m) => m,
+            AcpError::Capability { message, .. } => message,
+            AcpError::TurnTimeout { .. } => "the turn timed out and its cancel grace ran out",
         }
     }
 }

@@ -4,12 +4,23 @@
 //! - `reader`: the bounded line reader (one fixed buffer, `message_bytes + 1` bytes).
 //! - `wire`: classification of incoming lines and borrowed field extraction.
 //! - `encode`: outgoing messages, byte-exact.
-//! - `engine`: the conversation rules (ids, numbering, caps, reply capture, permissions).
-//! - `driver`: the call loop over any `Transport` and `Host`.
+//! - `limits`: the settings (transfer caps, permission policy) and their validation.
+//! - `update`, `permission`: one update; one permission request and the policy's choice.
+//! - `calls`, `session`, `results`: the calls table with its tombstones, the sessions table with
+//!   each turn's capture and record, and what the agent's answers say.
+//! - `connection`: the `Connection` that owns every ordering rule (bytes in; events and bytes
+//!   out; time passed in), driven by the blocking and the asyncio drivers alike.
 
-pub mod driver;
+pub mod calls;
+pub mod connection;
 pub mod encode;
-pub mod engine;
 pub mod error;
+pub mod limits;
+pub mod permission;
 pub mod reader;
+pub mod results;
+pub mod session;
+pub mod update;
 pub mod wire;
+
+pub use connection::{AskId, Connection, Decided, Event, Outcome, Request};

@@ -1,8 +1,10 @@
 //! Incoming messages: classify one line (response / request / notification) and pull out the
 //! fields the client acts on, borrowing from the line. No generic JSON tree is built: serde
-//! visits the line once for the envelope (nested values are kept as raw slices) and once more
-//! for the params of the messages the client acts on. Fields of the wrong JSON type read as
-//! absent, as the behaviour reference does; only what the protocol cannot do without is required.
+//! visits the line once, reading the envelope and the params fields of every message the client
+//! acts on in the same pass (`result` and `error` stay raw slices, read only for a response the
+//! client awaits); the common text-chunk layout is matched byte for byte before that. Fields of
+//! the wrong JSON type read as absent, as the behaviour reference does; only what the protocol
+//! cannot do without is required.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -5,8 +5,8 @@
 //!   `message_bytes + 1`.
 //! - Classification and extraction: any bytes give an envelope or a defined `WireError`, and the
 //!   extractors give a value or a defined error, never a panic.
-//! - The engine: `handle_line` on any bytes, in any state, gives a step or an `AcpError`, never a
-//!   panic; updates are numbered 1, 2, 3… with no gap.
+//! - The connection: any line, in any state, gives an event or an `AcpError`, never a panic;
+//!   updates are numbered 1, 2, 3… with no gap.
 //!
 //! The number of cases per property comes from proptest's `PROPTEST_CASES` (default 256), e.g.
 //! `PROPTEST_CASES=100000 cargo test --release --test properties` for a long run.
@@ -16,11 +16,13 @@ use std::ops::Range;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use acp_proto::calls::CallId;
 use acp_proto::encode::{ClientInfo, ContentBlock};
-use acp_proto::engine::{Completion, Config, Engine, PermissionPolicy, Step, TransferLimits};
 use acp_proto::error::AcpError;
+use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
 use acp_proto::reader::{Limits, Poll, Storage};
 use acp_proto::wire;
+use acp_proto::{Connection, Event, Outcome, Request};
 
 // --- the line reader ---------------------------------------------------------------------------
 
@@ -413,119 +415,181 @@ fn deep_nesting_is_a_defined_outcome_not_a_stack_overflow() {
             drive(&mut engine, line.as_bytes());
         }
         let mut engine = prompting();
-        assert!(engine.handle_line(arrays.as_bytes()).is_err());
+        assert!(first_event_fails(&mut engine, arrays.as_bytes()));
         let mut engine = prompting();
-        assert!(engine.handle_line(objects.as_bytes()).is_err());
+        assert!(first_event_fails(&mut engine, objects.as_bytes()));
     }
 }
 
-// --- the engine --------------------------------------------------------------------------------
+// --- the connection ----------------------------------------------------------------------------
 
 fn config() -> Config {
-    Config {
-        limits: TransferLimits {
+    let mut config = Config::new(
+        TransferLimits {
             request_bytes: 1 << 16,
             response_bytes: 64,
             update_bytes: 1 << 12,
             update_count: 1 << 20,
             response_segment_count: 4,
         },
-        transport_epoch: 7,
-        client_info: ClientInfo::default(),
-        mcp_servers: Vec::new(),
-        policy: PermissionPolicy {
-            allowed_tool_kinds: vec!["read".into()],
-            allowed_title_prefixes: vec!["ok".into()],
+        7,
+    );
+    config.client_info = ClientInfo::default();
+    config.policy = PermissionPolicy {
+        allowed_tool_kinds: vec!["read".into()],
+        allowed_title_prefixes: vec!["ok".into()],
+    };
+    config
+}
+
+fn connection() -> Connection {
+    Connection::new(
+        config(),
+        Limits {
+            message_bytes: 1 << 24,
         },
-        collect_reply: true,
+    )
+    .unwrap()
+}
+
+fn push(conn: &mut Connection, line: &[u8]) {
+    let mut bytes = line.to_vec();
+    bytes.push(b'\n');
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let buf = conn.read_buf();
+        let count = buf.len().min(rest.len());
+        if count == 0 {
+            return; // reading stopped (an overlong line): the next poll says so
+        }
+        buf[..count].copy_from_slice(&rest[..count]);
+        conn.received(count);
+        rest = &rest[count..];
     }
 }
 
-/// An engine with session "s" open and a prompt (id 2) in flight.
-fn prompting() -> Engine {
-    let mut engine = Engine::new(config()).unwrap();
-    engine.begin_initialize().unwrap();
-    assert!(matches!(
-        engine.handle_line(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#),
-        Ok(Step::Done(Completion::Initialized))
-    ));
-    engine.begin_session_new("/w").unwrap();
-    assert!(matches!(
-        engine.handle_line(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#),
-        Ok(Step::Done(Completion::SessionOpened))
-    ));
-    engine
-        .begin_prompt(&[ContentBlock::Text("hi".into())])
-        .unwrap();
-    engine
+fn answer(conn: &mut Connection, call: CallId, line: &[u8]) -> Outcome {
+    push(conn, line);
+    match conn.poll_event() {
+        Ok(Some(Event::Done {
+            call: done,
+            outcome,
+            ..
+        })) if done == call => outcome.unwrap(),
+        other => panic!("expected the answer, got {other:?}"),
+    }
 }
 
-/// Feeds one line as the call loop would; returns whether the call ended (done or failed).
-fn drive(engine: &mut Engine, line: &[u8]) -> bool {
-    let before = engine.next_update_sequence();
-    match engine.handle_line(line) {
-        Ok(Step::Nothing) | Ok(Step::Send(_)) => {
-            assert_eq!(engine.next_update_sequence(), before);
-            false
-        }
-        Ok(Step::Update(update)) => {
-            assert_eq!(
-                update.update_sequence, before,
-                "updates are numbered without gaps"
-            );
-            assert_eq!(update.transport_epoch, 7);
-            assert!(update.envelope.len() <= 1 << 12);
-            match engine.admit_update(&update) {
-                Ok(_) => {}
-                Err(error) => panic!("admitting a well-formed update failed: {error}"),
+/// A connection with session "s" open and a prompt (id 2) in flight.
+fn prompting() -> Connection {
+    let mut conn = connection();
+    let call = conn.request(Request::Initialize).unwrap();
+    assert_eq!(
+        answer(
+            &mut conn,
+            call,
+            br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#
+        ),
+        Outcome::Initialized
+    );
+    let call = conn
+        .request(Request::NewSession {
+            cwd: "/w",
+            additional_directories: &[],
+            mcp_servers: None,
+        })
+        .unwrap();
+    assert_eq!(
+        answer(
+            &mut conn,
+            call,
+            br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#
+        ),
+        Outcome::SessionOpened("s".into())
+    );
+    let content = [ContentBlock::Text("hi".into())];
+    conn.request(Request::Prompt {
+        session_id: "s",
+        content: &content,
+        timeout_ms: None,
+        gated: true,
+    })
+    .unwrap();
+    conn
+}
+
+fn first_event_fails(conn: &mut Connection, line: &[u8]) -> bool {
+    push(conn, line);
+    conn.poll_event().is_err()
+}
+
+/// Feeds one line as a driver would; returns whether a call ended (done or failed).
+fn drive(conn: &mut Connection, line: &[u8]) -> bool {
+    push(conn, line);
+    let mut ended = false;
+    loop {
+        let before = conn.next_update_sequence();
+        match conn.poll_event() {
+            Ok(None) => return ended,
+            Ok(Some(Event::Update { update, .. })) => {
+                assert_eq!(
+                    update.update_sequence, before,
+                    "updates are numbered without gaps"
+                );
+                assert_eq!(update.transport_epoch, 7);
+                assert!(update.envelope.len() <= 1 << 12);
+                assert_eq!(conn.next_update_sequence(), before + 1);
             }
-            assert_eq!(engine.next_update_sequence(), before + 1);
-            false
+            Ok(Some(Event::Permission { ask, preview, .. })) => {
+                assert_eq!(preview.outcome, "pending");
+                assert!(preview.envelope.is_empty());
+                let decided = conn
+                    .decide(ask, None)
+                    .expect("a small answer fits request_bytes");
+                assert!(matches!(
+                    decided.record.outcome.as_str(),
+                    "selected" | "cancelled"
+                ));
+                assert_eq!(decided.record.envelope.as_bytes(), line.trim_ascii());
+                conn.send(decided);
+                let (bytes, _) = conn.poll_transmit().expect("the answer is queued");
+                assert!(bytes.ends_with(b"\n"));
+                let count = bytes.len();
+                conn.transmitted(count);
+            }
+            Ok(Some(Event::Done { .. })) => ended = true,
+            Ok(Some(Event::Other { .. })) => {}
+            Err(error) => {
+                assert!(!error.description().is_empty());
+                return true;
+            }
         }
-        Ok(Step::Permission(request)) => {
-            let selection = engine.policy_selection(&request);
-            assert!(matches!(
-                selection.outcome.as_str(),
-                "selected" | "cancelled"
-            ));
-            let preview = request.preview();
-            assert_eq!(preview.outcome, "pending");
-            let record = request.record(&selection, true);
-            assert_eq!(record.envelope.as_bytes(), line.trim_ascii());
-            let answer = engine
-                .permission_answer(&request, &selection)
-                .expect("a small answer fits request_bytes");
-            assert!(answer.ends_with(b"\n"));
-            false
-        }
-        Ok(Step::Done(_)) => true,
-        Err(error) => {
-            assert!(!error.description().is_empty());
-            engine.abandon();
-            true
+        while let Some((bytes, _)) = conn.poll_transmit() {
+            let count = bytes.len();
+            conn.transmitted(count);
         }
     }
 }
 
 proptest! {
     #[test]
-    fn handle_line_never_panics_before_any_call(line in any_line()) {
-        let mut engine = Engine::new(config()).unwrap();
-        drive(&mut engine, &line);
+    fn lines_never_panic_before_any_call(line in any_line()) {
+        let mut conn = connection();
+        drive(&mut conn, &line);
     }
 
     #[test]
-    fn handle_line_never_panics_awaiting_initialize(line in any_line()) {
-        let mut engine = Engine::new(config()).unwrap();
-        engine.begin_initialize().unwrap();
-        drive(&mut engine, &line);
+    fn lines_never_panic_awaiting_initialize(line in any_line()) {
+        let mut conn = connection();
+        conn.request(Request::Initialize).unwrap();
+        drive(&mut conn, &line);
     }
 
     #[test]
-    fn handle_line_never_panics_while_prompting(lines in vec(any_line(), 1..12)) {
-        let mut engine = prompting();
+    fn lines_never_panic_while_prompting(lines in vec(any_line(), 1..12)) {
+        let mut conn = prompting();
         for line in &lines {
-            if drive(&mut engine, line) {
+            if drive(&mut conn, line) {
                 break;
             }
         }
@@ -533,8 +597,9 @@ proptest! {
 
     #[test]
     fn errors_are_defined_variants(line in any_line()) {
-        let mut engine = prompting();
-        if let Err(error) = engine.handle_line(&line) {
+        let mut conn = prompting();
+        push(&mut conn, &line);
+        if let Err(error) = conn.poll_event() {
             // Each maps to a Python exception named in DESIGN.md.
             let name = error.class_name();
             prop_assert!(matches!(
@@ -543,9 +608,71 @@ proptest! {
                     | AcpError::UpdateCapacityExceeded(_)
                     | AcpError::UpdateCountCapacityExceeded(_)
                     | AcpError::RequestCapacityExceeded(_)
+                    | AcpError::ReaderMessageCapacityExceeded(_)
             ), "{}: {}", name, error);
         }
     }
+
+    /// Any split of the same byte stream into reads gives the same events and bytes.
+    #[test]
+    fn any_split_gives_the_same_events(lines in vec(any_line(), 1..8), cuts in vec(1usize..64, 1..16)) {
+        let whole = events_for(&lines, &[usize::MAX]);
+        let split = events_for(&lines, &cuts);
+        prop_assert_eq!(whole, split);
+    }
+}
+
+/// Feeds `lines` to a prompting connection in reads of the sizes in `cuts` (cycled), recording
+/// a description of every event and every outgoing byte.
+fn events_for(lines: &[Vec<u8>], cuts: &[usize]) -> Vec<String> {
+    let mut conn = prompting();
+    while let Some((bytes, _)) = conn.poll_transmit() {
+        let count = bytes.len();
+        conn.transmitted(count);
+    }
+    let mut stream = Vec::new();
+    for line in lines {
+        stream.extend_from_slice(line);
+        stream.push(b'\n');
+    }
+    let mut seen = Vec::new();
+    let mut rest = &stream[..];
+    let mut cut = cuts.iter().cycle();
+    let mut failed = false;
+    while !rest.is_empty() && !failed {
+        let want = (*cut.next().unwrap()).min(rest.len());
+        let buf = conn.read_buf();
+        if buf.is_empty() {
+            break;
+        }
+        let count = want.min(buf.len());
+        buf[..count].copy_from_slice(&rest[..count]);
+        conn.received(count);
+        rest = &rest[count..];
+        loop {
+            match conn.poll_event() {
+                Ok(None) => break,
+                Ok(Some(Event::Permission { ask, .. })) => {
+                    let decided = conn.decide(ask, None).unwrap();
+                    seen.push(format!("permission {:?}", decided.record));
+                    conn.send(decided);
+                }
+                Ok(Some(event)) => seen.push(format!("{event:?}")),
+                Err(error) => {
+                    seen.push(format!("error {error}"));
+                    failed = true;
+                    break;
+                }
+            }
+            // A driver writes what an event queued before it polls the next one.
+            while let Some((bytes, _)) = conn.poll_transmit() {
+                seen.push(format!("sent {}", String::from_utf8_lossy(bytes)));
+                let count = bytes.len();
+                conn.transmitted(count);
+            }
+        }
+    }
+    seen
 }
 
 // --- the text-chunk fast path agrees with the general parser ---------------------------------

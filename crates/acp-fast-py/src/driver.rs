@@ -1,0 +1,532 @@
+//! The blocking driver: a short loop over the `Connection`. It writes what the connection
+//! queued, hands events to the observer's callbacks, reads with the GIL released (poll(2) on
+//! the agent's stdout and the waker), and passes time in. No protocol rule lives here.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
+use acp_os::process::PipeTransport;
+use acp_proto::calls::CallId;
+use acp_proto::error::AcpError;
+use acp_proto::permission::{PermissionRecord, Selection};
+use acp_proto::update::{UpdateEvent, UpdateKind};
+use acp_proto::{AskId, Connection, Event, Outcome};
+
+use crate::client::{CoreClient, Shared};
+use crate::errors::{json_loads, kind_names, CallError};
+use crate::reply::{text_object, ReplyBuilder};
+use crate::update::Update;
+
+/// The observer's callbacks (each optional).
+#[derive(Default)]
+pub(crate) struct Callbacks {
+    pub on_update: Option<Py<PyAny>>,
+    pub permission_preview: Option<Py<PyAny>>,
+    pub permission_commit: Option<Py<PyAny>>,
+    /// Every line the client writes, before it is written (journals).
+    pub on_sent: Option<Py<PyAny>>,
+    /// Every line the agent sent that is neither an update nor a permission request.
+    pub on_received: Option<Py<PyAny>>,
+    /// The session fold, after the update was admitted (`session_state` on).
+    pub fold: Option<Py<PyAny>>,
+}
+
+impl Callbacks {
+    pub fn all(&self) -> impl Iterator<Item = &Py<PyAny>> {
+        [
+            &self.on_update,
+            &self.permission_preview,
+            &self.permission_commit,
+            &self.on_sent,
+            &self.on_received,
+            &self.fold,
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// What a call owns while it runs: the connection and the pipes, behind the call lock.
+pub(crate) struct Driven {
+    pub conn: Connection,
+    pub pipes: Option<PipeTransport>,
+    pub callbacks: Callbacks,
+}
+
+/// Why a call stopped the client: the callback and what it raised.
+fn stop_reason(py: Python<'_>, callback: &str, error: &PyErr) -> String {
+    let repr = error
+        .value(py)
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "an exception".into());
+    format!(
+        "the client stopped after {callback} raised {repr}; the record of updates has a gap from there, so only close() is accepted (and request_cancel())"
+    )
+}
+
+/// What one event asks of the loop once the connection is no longer borrowed.
+enum Flow<'py> {
+    Continue,
+    NeedInput,
+    Finished(Result<Outcome, AcpError>),
+    Updated(Bound<'py, Update>, Option<String>),
+    Permission(AskId, PermissionRecord, bool),
+    Fail(Fail),
+}
+
+/// A failure that stops the client (a callback raised, the observer lacks one), or another.
+enum Fail {
+    Callback(&'static str, PyErr),
+    Missing(AcpError),
+    Other(CallError),
+}
+
+impl Fail {
+    fn py(error: PyErr) -> Fail {
+        Fail::Other(CallError::Python(error))
+    }
+}
+
+pub(crate) struct Run<'py, 'c> {
+    pub py: Python<'py>,
+    pub shared: &'c Shared,
+    pub client: &'c CoreClient,
+    /// The reply of the turn this call runs, built as its chunks are admitted.
+    pub reply: ReplyBuilder,
+    session_cache: Option<(String, Py<PyString>)>,
+    pub delivered: u64,
+}
+
+impl<'py, 'c> Run<'py, 'c> {
+    pub fn new(py: Python<'py>, client: &'c CoreClient) -> Run<'py, 'c> {
+        Run {
+            py,
+            shared: &client.shared,
+            client,
+            reply: ReplyBuilder::default(),
+            session_cache: None,
+            delivered: 0,
+        }
+    }
+
+    fn session_object(&mut self, id: &str) -> Py<PyString> {
+        match &self.session_cache {
+            Some((text, object)) if text == id => object.clone_ref(self.py),
+            _ => {
+                let object = PyString::new(self.py, id).unbind();
+                self.session_cache = Some((id.to_owned(), object.clone_ref(self.py)));
+                object
+            }
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.shared.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Runs until `call` finishes (or, with `call` None, until `until` passes), handling every
+    /// event in arrival order.
+    pub fn drive(
+        &mut self,
+        driven: &mut Driven,
+        call: Option<CallId>,
+        until: Option<Instant>,
+    ) -> Result<Option<Outcome>, CallError> {
+        let result = self.drive_inner(driven, call, until);
+        if result.is_err() {
+            if let Some(call) = call {
+                driven.conn.abandon(call);
+            }
+        }
+        result
+    }
+
+    fn drive_inner(
+        &mut self,
+        driven: &mut Driven,
+        call: Option<CallId>,
+        until: Option<Instant>,
+    ) -> Result<Option<Outcome>, CallError> {
+        loop {
+            self.check_stops(driven)?;
+            self.take_cancels(&mut driven.conn);
+            self.flush(driven)?;
+            let now = self.now_ms();
+            driven.conn.handle_timeout(now);
+            let flow = match driven.conn.poll_event() {
+                Err(error) => return Err(error.into()),
+                Ok(None) => Flow::NeedInput,
+                Ok(Some(Event::Update { update, joined })) => {
+                    match self.on_update(&driven.callbacks, &update) {
+                        Ok(object) => {
+                            if joined {
+                                self.reply.push(self.py, &update.text, update.ascii);
+                            }
+                            let publish = matches!(
+                                update.kind,
+                                UpdateKind::CurrentModeUpdate
+                                    | UpdateKind::ConfigOptionUpdate
+                                    | UpdateKind::AvailableCommandsUpdate
+                            )
+                            .then(|| update.session_id.to_string());
+                            Flow::Updated(object, publish)
+                        }
+                        Err(fail) => Flow::Fail(fail),
+                    }
+                }
+                Ok(Some(Event::Permission {
+                    ask,
+                    preview,
+                    cancelled,
+                })) => Flow::Permission(ask, preview, cancelled),
+                Ok(Some(Event::Done {
+                    call: done,
+                    outcome,
+                    line,
+                })) => match self.tap(&driven.callbacks, line) {
+                    Err(fail) => Flow::Fail(fail),
+                    Ok(()) if Some(done) == call => Flow::Finished(outcome),
+                    Ok(()) => Flow::Continue,
+                },
+                Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
+                    Err(fail) => Flow::Fail(fail),
+                    Ok(()) => Flow::Continue,
+                },
+            };
+            match flow {
+                Flow::Continue => {}
+                Flow::Finished(outcome) => return outcome.map(Some).map_err(CallError::from),
+                Flow::Fail(fail) => return Err(self.fail(driven, fail)),
+                Flow::Updated(object, publish) => {
+                    if let Some(session) = publish {
+                        self.client.publish_session(&driven.conn, &session);
+                    }
+                    if let Some(fold) = &driven.callbacks.fold {
+                        if let Err(error) = fold.bind(self.py).call1((object,)) {
+                            return Err(
+                                self.fail(driven, Fail::Callback("the session fold", error))
+                            );
+                        }
+                    }
+                }
+                Flow::Permission(ask, preview, cancelled) => {
+                    self.permission(driven, ask, preview, cancelled)?
+                }
+                Flow::NeedInput => {
+                    if call.is_none() && until.is_none_or(|t| Instant::now() >= t) {
+                        return Ok(None);
+                    }
+                    if driven.conn.output_ended() {
+                        // Everything was read and nothing waits (drain only).
+                        return Ok(None);
+                    }
+                    self.read(driven, until)?;
+                }
+            }
+        }
+    }
+
+    fn permission(
+        &mut self,
+        driven: &mut Driven,
+        ask: AskId,
+        preview: PermissionRecord,
+        cancelled: bool,
+    ) -> Result<(), CallError> {
+        let mut reply = None;
+        if !cancelled {
+            if let Some(callback) = &driven.callbacks.permission_preview {
+                let record = record_tuple(self.py, &preview)?;
+                let answer = callback
+                    .bind(self.py)
+                    .call1((record,))
+                    .and_then(|answer| answer.extract::<Option<(String, String, String)>>());
+                match answer {
+                    Ok(Some((outcome, option_id, option_kind))) => {
+                        reply = Some(Selection {
+                            outcome,
+                            option_id,
+                            option_kind,
+                        })
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        return Err(self.fail(driven, Fail::Callback("on_permission", error)))
+                    }
+                }
+            }
+        }
+        // A cancel() from inside on_permission replaces its reply.
+        self.take_cancels(&mut driven.conn);
+        let decided = driven.conn.decide(ask, reply)?;
+        let Some(commit) = &driven.callbacks.permission_commit else {
+            let error = AcpError::MissingDurableObserver(format!(
+                "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
+                decided.record.title
+            ));
+            return Err(self.fail(driven, Fail::Missing(error)));
+        };
+        let record = record_tuple(self.py, &decided.record)?;
+        if let Err(error) = commit.bind(self.py).call1((record,)) {
+            // Dropping `decided` writes nothing: the decision was not recorded.
+            return Err(self.fail(driven, Fail::Callback("on_permission_commit", error)));
+        }
+        driven.conn.send(decided);
+        Ok(())
+    }
+
+    /// Stops the client after a callback failed (or the observer lacks one).
+    fn fail(&self, driven: &mut Driven, fail: Fail) -> CallError {
+        match fail {
+            Fail::Callback(callback, error) => self.stop(driven, callback, error),
+            Fail::Missing(error) => {
+                driven.conn.stop(format!(
+                    "the client stopped after {}; only close() is accepted (and request_cancel())",
+                    error.description()
+                ));
+                error.into()
+            }
+            Fail::Other(error) => error,
+        }
+    }
+
+    fn tap(&self, callbacks: &Callbacks, line: &str) -> Result<(), Fail> {
+        if line.is_empty() {
+            return Ok(());
+        }
+        if let Some(tap) = &callbacks.on_received {
+            if let Err(error) = tap.bind(self.py).call1((line,)) {
+                return Err(Fail::Callback("on_received", error));
+            }
+        }
+        Ok(())
+    }
+
+    /// Per line, not per read: a stop requested from another thread is seen before the next
+    /// line is handled, whatever is still buffered.
+    fn check_stops(&self, driven: &mut Driven) -> Result<(), CallError> {
+        let flags = &self.shared.flags;
+        if flags.closed.load(Ordering::SeqCst) {
+            return Err(AcpError::protocol(format!(
+                "close() from another thread stopped the agent while waiting for {}",
+                waiting(driven)
+            ))
+            .into());
+        }
+        if flags.cancel_requested.load(Ordering::SeqCst) {
+            return Err(AcpError::protocol(format!(
+                "request_cancel() stopped the agent while waiting for {}",
+                waiting(driven)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    fn take_cancels(&self, conn: &mut Connection) {
+        let pending: Vec<String> = std::mem::take(&mut *crate::client::lock(&self.shared.cancels));
+        for session in pending {
+            conn.cancel(&session);
+        }
+    }
+
+    fn stop(&self, driven: &mut Driven, callback: &str, error: PyErr) -> CallError {
+        let reason = stop_reason(self.py, callback, &error);
+        driven.conn.stop(reason);
+        *crate::client::lock(&self.shared.stop_cause) =
+            Some(error.value(self.py).clone().into_any().unbind());
+        CallError::Python(error)
+    }
+
+    fn on_update(
+        &mut self,
+        callbacks: &Callbacks,
+        update: &UpdateEvent<'_>,
+    ) -> Result<Bound<'py, Update>, Fail> {
+        let py = self.py;
+        self.shared
+            .flags
+            .next_update_sequence
+            .store(update.update_sequence + 1, Ordering::Relaxed);
+        self.delivered += 1;
+        let Some(callback) = &callbacks.on_update else {
+            let error = AcpError::MissingDurableObserver(format!(
+                "update {} ({}) arrived but the observer has no on_update to record it",
+                update.update_sequence, update.session_update
+            ));
+            return Err(Fail::Missing(error));
+        };
+        let session_update = if update.kind == UpdateKind::Unknown {
+            PyString::new(py, &update.session_update).unbind()
+        } else {
+            kind_names(py)[update.kind.index()].clone_ref(py)
+        };
+        let object = Update {
+            kind: update.kind,
+            session_update,
+            transport_epoch: update.transport_epoch,
+            update_sequence: update.update_sequence,
+            session_id: self.session_object(&update.session_id),
+            envelope: text_object(py, update.envelope, update.ascii).map_err(Fail::py)?,
+            text: text_object(py, &update.text, update.ascii).map_err(Fail::py)?,
+            message_id: update
+                .message_id
+                .as_ref()
+                .map(|v| PyString::new(py, v).unbind()),
+            tool_call_id: update
+                .tool_call_id
+                .as_ref()
+                .map(|v| PyString::new(py, v).unbind()),
+        };
+        let object = Bound::new(py, object).map_err(Fail::py)?;
+        if let Err(error) = callback.bind(py).call1((&object,)) {
+            return Err(Fail::Callback("on_update", error));
+        }
+        Ok(object)
+    }
+
+    /// Writes every queued line, whole and in order, with the GIL released while it waits.
+    pub fn flush(&mut self, driven: &mut Driven) -> Result<(), CallError> {
+        loop {
+            let Some((bytes, fresh)) = driven.conn.poll_transmit() else {
+                return Ok(());
+            };
+            if fresh {
+                if let Some(tap) = &driven.callbacks.on_sent {
+                    let line = String::from_utf8_lossy(bytes.strip_suffix(b"\n").unwrap_or(bytes))
+                        .into_owned();
+                    if let Err(error) = tap.bind(self.py).call1((line,)) {
+                        return Err(self.fail(driven, Fail::Callback("on_sent", error)));
+                    }
+                }
+            }
+            let Some((bytes, _)) = driven.conn.poll_transmit() else {
+                return Ok(());
+            };
+            let Some(pipes) = driven.pipes.as_mut() else {
+                return Err(AcpError::protocol("the client is closed").into());
+            };
+            let written = self.py.detach(|| pipes.write(bytes));
+            match written {
+                Ok(WriteOutcome::Wrote(count)) => driven.conn.transmitted(count),
+                Ok(WriteOutcome::Idle) => self.tick(driven)?,
+                Err(e) => {
+                    driven.conn.discard_transmit();
+                    let text = if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        "its stdin is closed (the agent has exited or closed it)".to_owned()
+                    } else {
+                        e.to_string()
+                    };
+                    return Err(AcpError::AgentTransportFailed(format!(
+                        "could not send {} to the agent: {text}",
+                        waiting_what(driven)
+                    ))
+                    .into());
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, driven: &mut Driven, until: Option<Instant>) -> Result<(), CallError> {
+        let mut wait = Duration::from_millis(100);
+        if let Some(deadline) = driven.conn.poll_timeout() {
+            wait = wait.min(Duration::from_millis(
+                deadline.saturating_sub(self.now_ms()),
+            ));
+        }
+        if let Some(until) = until {
+            wait = wait.min(until.saturating_duration_since(Instant::now()));
+        }
+        let Some(pipes) = driven.pipes.as_mut() else {
+            return Err(AcpError::protocol("the client is closed").into());
+        };
+        pipes.set_wait(wait);
+        let conn = &mut driven.conn;
+        let outcome = self.py.detach(|| {
+            let buf = conn.read_buf();
+            if buf.is_empty() {
+                return Ok(ReadOutcome::Idle);
+            }
+            pipes.read(buf)
+        });
+        match outcome {
+            Ok(ReadOutcome::Data(count)) => driven.conn.received(count),
+            Ok(ReadOutcome::Eof) => driven.conn.input_ended(),
+            Ok(ReadOutcome::Idle) => {}
+            Ok(ReadOutcome::Woken) => {
+                if let Some(waker) = crate::client::lock(&self.shared.waker).as_ref() {
+                    waker.drain();
+                }
+            }
+            Err(e) => {
+                return Err(AcpError::AgentTransportFailed(format!(
+                    "reading the agent's stdout failed: {e}"
+                ))
+                .into())
+            }
+        }
+        self.tick(driven)
+    }
+
+    fn tick(&self, driven: &mut Driven) -> Result<(), CallError> {
+        if let Err(error) = self.py.check_signals() {
+            self.shared.flags.interrupted.store(true, Ordering::SeqCst);
+            return Err(self.stop(driven, "a signal handler", error));
+        }
+        self.check_stops(driven)
+    }
+}
+
+fn waiting(driven: &Driven) -> String {
+    let _ = driven;
+    "the agent's answer".into()
+}
+
+fn waiting_what(driven: &Driven) -> &'static str {
+    let _ = driven;
+    "a message"
+}
+
+/// The permission record as the tuple `_client._permission_request` reads.
+pub(crate) fn record_tuple<'py>(
+    py: Python<'py>,
+    record: &PermissionRecord,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let options = PyList::empty(py);
+    for (id, name, kind) in &record.options {
+        options.append((id, name, kind))?;
+    }
+    (
+        &record.session_id,
+        &record.tool_call_id,
+        &record.title,
+        &record.tool_kind,
+        &record.status,
+        &record.outcome,
+        &record.option_id,
+        &record.option_kind,
+        options,
+        &record.envelope,
+        json_id(py, &record.request_id)?,
+    )
+        .into_pyobject(py)
+}
+
+/// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),
+/// anything else through `json.loads`.
+fn json_id<'py>(py: Python<'py>, raw: &str) -> PyResult<Bound<'py, PyAny>> {
+    if raw.starts_with('"') {
+        if let Ok(text) = serde_json::from_str::<Cow<'_, str>>(raw) {
+            return Ok(PyString::new(py, &text).into_any());
+        }
+    } else if let Ok(number) = raw.parse::<i64>() {
+        return Ok(number.into_pyobject(py)?.into_any());
+    }
+    json_loads(py, raw)
+}

@@ -1,0 +1,254 @@
+//! Reading the client's options from the Python option object (`acp_fast._client._CoreOptions`),
+//! once, with every limit validated here so the messages live in one place.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
+
+use acp_os::process::StderrMode;
+use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
+use acp_proto::error::AcpError;
+use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
+
+/// A positive integer limit, with the message every binding shares.
+pub(crate) fn positive(
+    value: &Bound<'_, PyAny>,
+    name: &str,
+    maximum: u64,
+) -> Result<u64, AcpError> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        let type_name = value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(AcpError::InvalidLimits(format!(
+            "{name} must be an int (got {type_name})"
+        )));
+    }
+    if value.lt(1).unwrap_or(true) {
+        return Err(AcpError::InvalidLimits(format!(
+            "{name} must be above zero (got {value})"
+        )));
+    }
+    match value.extract::<u64>() {
+        Ok(n) if n <= maximum => Ok(n),
+        _ => Err(AcpError::InvalidLimits(format!(
+            "{name} must be at most {maximum} (got {value})"
+        ))),
+    }
+}
+
+fn attr<'py, T: FromPyObjectOwned<'py>>(options: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    options.getattr(name)?.extract::<T>().map_err(Into::into)
+}
+
+pub(crate) struct Options {
+    pub config: Config,
+    pub message_bytes: u64,
+    pub stderr: StderrMode,
+}
+
+fn pairs(list: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+    list.try_iter()?
+        .map(|item| item?.extract::<(String, String)>())
+        .collect()
+}
+
+/// `("stdio", name, command, args, env)`, `("http"|"sse", name, url, headers)`.
+pub(crate) fn mcp_server(item: &Bound<'_, PyAny>) -> PyResult<McpServer> {
+    let tuple = item.cast::<PyTuple>()?;
+    let tag: String = tuple.get_item(0)?.extract()?;
+    let name: String = tuple.get_item(1)?.extract()?;
+    Ok(match tag.as_str() {
+        "stdio" => McpServer::Stdio {
+            name,
+            command: tuple.get_item(2)?.extract()?,
+            args: tuple.get_item(3)?.extract()?,
+            env: pairs(&tuple.get_item(4)?)?,
+        },
+        "http" | "sse" => {
+            let url: String = tuple.get_item(2)?.extract()?;
+            let headers = pairs(&tuple.get_item(3)?)?;
+            if tag == "http" {
+                McpServer::Http { name, url, headers }
+            } else {
+                McpServer::Sse { name, url, headers }
+            }
+        }
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "unknown MCP server kind {other:?}"
+            )))
+        }
+    })
+}
+
+pub(crate) fn mcp_servers(list: &Bound<'_, PyAny>) -> PyResult<Vec<McpServer>> {
+    list.try_iter()?.map(|item| mcp_server(&item?)).collect()
+}
+
+pub(crate) fn read(
+    py: Python<'_>,
+    options: &Bound<'_, PyAny>,
+) -> PyResult<Result<Options, AcpError>> {
+    let _ = py;
+    let u64_max = u64::MAX;
+    let usize_max = usize::MAX as u64;
+    let limits = options.getattr("transfer_limits")?;
+    let limit = |name: &str, maximum: u64| -> PyResult<Result<u64, AcpError>> {
+        Ok(positive(
+            &limits.getattr(name)?,
+            &format!("transfer_limits.{name}"),
+            maximum,
+        ))
+    };
+    macro_rules! take {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+    }
+    let request_bytes = take!(limit("request_bytes", usize_max)?);
+    let response_bytes = take!(limit("response_bytes", usize_max)?);
+    let update_bytes = take!(limit("update_bytes", usize_max)?);
+    let update_count = take!(limit("update_count", u64_max)?);
+    let response_segment_count = take!(limit("response_segment_count", usize_max)?);
+    let epoch = options.getattr("transport_epoch")?;
+    let transport_epoch = match positive(&epoch, "transport_epoch", u64_max) {
+        Ok(v) => v,
+        Err(_) => {
+            return Ok(Err(AcpError::InvalidLimits(format!(
+                "transport_epoch must be a nonzero u64 int (got {})",
+                epoch.repr()?
+            ))))
+        }
+    };
+    let message_bytes = options.getattr("message_bytes")?;
+    if message_bytes.is_instance_of::<PyBool>() || !message_bytes.is_instance_of::<PyInt>() {
+        return Ok(Err(AcpError::InvalidLimits(
+            "reader_limits.message_bytes must be an int".into(),
+        )));
+    }
+    if message_bytes.lt(1)? {
+        return Ok(Err(AcpError::InvalidLimits(format!(
+            "reader_limits.message_bytes must be above zero (got {message_bytes})"
+        ))));
+    }
+    // Too large to allocate is a capacity error, reported before anything starts.
+    let message_bytes: u64 = message_bytes.extract::<u64>().unwrap_or(u64::MAX);
+    let cancel_grace: f64 = attr(options, "cancel_grace")?;
+    if !(cancel_grace > 0.0 && cancel_grace.is_finite()) {
+        return Ok(Err(AcpError::InvalidLimits(format!(
+            "cancel_grace must be a positive number of seconds (got {cancel_grace})"
+        ))));
+    }
+    let stderr_mode: String = attr(options, "stderr")?;
+    let tail = options.getattr("stderr_tail_bytes")?;
+    let stderr = match stderr_mode.as_str() {
+        "discard" => StderrMode::Discard,
+        "inherit" => StderrMode::Inherit,
+        "tail" => StderrMode::Tail(take!(positive(&tail, "stderr_tail_bytes", usize_max)) as usize),
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "stderr must be \"discard\", \"inherit\" or \"tail\" (got {other:?})"
+            )))
+        }
+    };
+    if stderr_mode != "tail" {
+        take!(positive(&tail, "stderr_tail_bytes", usize_max));
+    }
+    let (name, title, version): (String, String, String) = attr(options, "client_info")?;
+    let policy = options.getattr("permission_policy")?;
+    let config = Config {
+        limits: TransferLimits {
+            request_bytes: request_bytes as usize,
+            response_bytes: response_bytes as usize,
+            update_bytes: update_bytes as usize,
+            update_count,
+            response_segment_count: response_segment_count as usize,
+        },
+        transport_epoch,
+        client_info: ClientInfo {
+            name,
+            title,
+            version,
+        },
+        mcp_servers: mcp_servers(&options.getattr("mcp_servers")?)?,
+        policy: read_policy(&policy)?,
+        agent_id: attr(options, "agent_id")?,
+        cancel_grace_ms: (cancel_grace * 1000.0).ceil() as u64,
+        // The host joins the chunk strings it already made for the observer, once.
+        collect_reply: false,
+    };
+    Ok(Ok(Options {
+        config,
+        message_bytes,
+        stderr,
+    }))
+}
+
+/// `(allowed_tool_kinds, allowed_title_prefixes)`.
+pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
+    let strings = |name: &str| -> PyResult<Vec<String>> {
+        policy
+            .getattr(name)?
+            .try_iter()?
+            .map(|item| item?.extract::<String>())
+            .collect()
+    };
+    Ok(PermissionPolicy {
+        allowed_tool_kinds: strings("allowed_tool_kinds")?,
+        allowed_title_prefixes: strings("allowed_title_prefixes")?,
+    })
+}
+
+/// Content blocks as tagged tuples (the facade's `_content_tuple`), or `("raw", json)`.
+pub(crate) fn content(blocks: &Bound<'_, PyList>) -> PyResult<Vec<ContentBlock>> {
+    blocks.iter().map(|item| content_block(&item)).collect()
+}
+
+fn content_block(item: &Bound<'_, PyAny>) -> PyResult<ContentBlock> {
+    let tuple = item.cast::<PyTuple>()?;
+    let tag: String = tuple.get_item(0)?.extract()?;
+    let s = |i: usize| -> PyResult<String> { tuple.get_item(i)?.extract() };
+    Ok(match tag.as_str() {
+        "text" => ContentBlock::Text(s(1)?),
+        "image" => ContentBlock::Image {
+            mime_type: s(1)?,
+            data: s(2)?,
+            uri: s(3)?,
+        },
+        "audio" => ContentBlock::Audio {
+            mime_type: s(1)?,
+            data: s(2)?,
+            uri: s(3)?,
+        },
+        "resource_text" => ContentBlock::TextResource {
+            uri: s(1)?,
+            text: s(2)?,
+            mime_type: s(3)?,
+        },
+        "resource_blob" => ContentBlock::BlobResource {
+            uri: s(1)?,
+            blob: s(2)?,
+            mime_type: s(3)?,
+        },
+        "resource_link" => ContentBlock::ResourceLink {
+            uri: s(1)?,
+            name: s(2)?,
+            mime_type: s(3)?,
+            title: s(4)?,
+            description: s(5)?,
+            size: tuple.get_item(6)?.extract()?,
+        },
+        "raw" => ContentBlock::Raw(s(1)?),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "unknown content block {other:?}"
+            )))
+        }
+    })
+}

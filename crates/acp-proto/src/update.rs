@@ -1,0 +1,134 @@
+//! Updates: the known `sessionUpdate` kinds and one numbered update borrowed from its line.
+
+use std::borrow::Cow;
+
+use crate::wire::{self, UpdateFields};
+
+/// The known `sessionUpdate` values, in the order of the Python `UpdateKind` enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UpdateKind {
+    UserMessageChunk,
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ToolCall,
+    ToolCallUpdate,
+    Plan,
+    AvailableCommandsUpdate,
+    CurrentModeUpdate,
+    ConfigOptionUpdate,
+    SessionInfoUpdate,
+    UsageUpdate,
+    Unknown,
+}
+
+impl UpdateKind {
+    pub const ALL: [UpdateKind; 12] = [
+        UpdateKind::UserMessageChunk,
+        UpdateKind::AgentMessageChunk,
+        UpdateKind::AgentThoughtChunk,
+        UpdateKind::ToolCall,
+        UpdateKind::ToolCallUpdate,
+        UpdateKind::Plan,
+        UpdateKind::AvailableCommandsUpdate,
+        UpdateKind::CurrentModeUpdate,
+        UpdateKind::ConfigOptionUpdate,
+        UpdateKind::SessionInfoUpdate,
+        UpdateKind::UsageUpdate,
+        UpdateKind::Unknown,
+    ];
+
+    pub fn from_wire(name: &str) -> UpdateKind {
+        match name {
+            "user_message_chunk" => UpdateKind::UserMessageChunk,
+            "agent_message_chunk" => UpdateKind::AgentMessageChunk,
+            "agent_thought_chunk" => UpdateKind::AgentThoughtChunk,
+            "tool_call" => UpdateKind::ToolCall,
+            "tool_call_update" => UpdateKind::ToolCallUpdate,
+            "plan" => UpdateKind::Plan,
+            "available_commands_update" => UpdateKind::AvailableCommandsUpdate,
+            "current_mode_update" => UpdateKind::CurrentModeUpdate,
+            "config_option_update" => UpdateKind::ConfigOptionUpdate,
+            "session_info_update" => UpdateKind::SessionInfoUpdate,
+            "usage_update" => UpdateKind::UsageUpdate,
+            _ => UpdateKind::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateKind::UserMessageChunk => "user_message_chunk",
+            UpdateKind::AgentMessageChunk => "agent_message_chunk",
+            UpdateKind::AgentThoughtChunk => "agent_thought_chunk",
+            UpdateKind::ToolCall => "tool_call",
+            UpdateKind::ToolCallUpdate => "tool_call_update",
+            UpdateKind::Plan => "plan",
+            UpdateKind::AvailableCommandsUpdate => "available_commands_update",
+            UpdateKind::CurrentModeUpdate => "current_mode_update",
+            UpdateKind::ConfigOptionUpdate => "config_option_update",
+            UpdateKind::SessionInfoUpdate => "session_info_update",
+            UpdateKind::UsageUpdate => "usage_update",
+            UpdateKind::Unknown => "unknown",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The three message-chunk kinds, whose `text` is their text content block's.
+    pub fn is_chunk(self) -> bool {
+        matches!(
+            self,
+            UpdateKind::UserMessageChunk
+                | UpdateKind::AgentMessageChunk
+                | UpdateKind::AgentThoughtChunk
+        )
+    }
+}
+
+/// One numbered update, borrowed from its line.
+#[derive(Debug)]
+pub struct UpdateEvent<'a> {
+    pub kind: UpdateKind,
+    /// The wire name, which differs from `kind` only for `Unknown`.
+    pub session_update: Cow<'a, str>,
+    pub transport_epoch: u64,
+    pub update_sequence: u64,
+    pub session_id: Cow<'a, str>,
+    /// The exact line, surrounding whitespace trimmed.
+    pub envelope: &'a str,
+    pub text: Cow<'a, str>,
+    pub message_id: Option<Cow<'a, str>>,
+    pub tool_call_id: Option<Cow<'a, str>>,
+    /// The envelope (and so every string taken from it) is known to be ASCII; false when unknown.
+    pub ascii: bool,
+}
+
+impl<'a> UpdateEvent<'a> {
+    pub(crate) fn text_of(kind: UpdateKind, fields: &UpdateFields<'a>) -> Cow<'a, str> {
+        let take = |s: &wire::Str<'a>| s.0.clone().unwrap_or(Cow::Borrowed(""));
+        match kind {
+            _ if kind.is_chunk() => match &fields.content.0 {
+                Some(content) if content.kind.as_str() == Some("text") => take(&content.text),
+                _ => Cow::Borrowed(""),
+            },
+            UpdateKind::ToolCall | UpdateKind::ToolCallUpdate | UpdateKind::SessionInfoUpdate => {
+                take(&fields.title)
+            }
+            UpdateKind::CurrentModeUpdate => take(&fields.current_mode_id),
+            UpdateKind::Plan => {
+                let entries = fields.entries.0.as_deref().unwrap_or(&[]);
+                let parts: Vec<&str> = entries
+                    .iter()
+                    .filter_map(|entry| entry.0.as_ref().and_then(|e| e.content.as_str()))
+                    .collect();
+                match parts.as_slice() {
+                    [] => Cow::Borrowed(""),
+                    [only] => Cow::Owned((*only).to_owned()),
+                    _ => Cow::Owned(parts.join("\n")),
+                }
+            }
+            _ => Cow::Borrowed(""),
+        }
+    }
+}

@@ -1,0 +1,207 @@
+"""`Session`: a handle on one ACP session of a client. Its calls are the client's calls (one at
+a time per client); `cancel()` may come from any thread. Attributes show the latest state the
+connection knows (new/load/resume results, `set_*` answers and the session's updates)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ._types import (
+    Mode,
+    ModelOption,
+    Models,
+    Modes,
+    Overflow,
+    OverflowKind,
+    Text,
+    TurnResult,
+)
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+
+def content_tuples(
+    content: str | Iterable[Any], convert: Callable[[Any], tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """A prompt's blocks as the core's tuples: `str` is one text block; typed model blocks (any
+    object with ``to_json()``) are written as they encode themselves."""
+    if isinstance(content, str):
+        return [("text", content)]
+    blocks: list[tuple[Any, ...]] = []
+    for block in content:
+        to_json = getattr(block, "to_json", None)
+        if to_json is not None and not isinstance(block, Text):
+            blocks.append(("raw", json.dumps(to_json(), separators=(",", ":"), ensure_ascii=False)))
+        else:
+            blocks.append(convert(block))
+    return blocks
+
+
+def _decode_list(raw: str | None) -> tuple[Any, ...] | None:
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    return tuple(value) if isinstance(value, list) else ()
+
+
+def turn_result(payload: Any) -> TurnResult:
+    (
+        response,
+        stop_reason,
+        overflow,
+        session_id,
+        tool_calls,
+        plan,
+        commands,
+        usage,
+        current_mode_id,
+    ) = payload
+    record = None
+    if overflow is not None:
+        kind, admitted_bytes, admitted_segments, withheld = overflow
+        record = Overflow(OverflowKind(kind), admitted_bytes, admitted_segments, withheld)
+    return TurnResult(
+        response=response,
+        stop_reason=stop_reason,
+        overflow=record,
+        session_id=session_id,
+        tool_calls=tuple(json.loads(call) for call in tool_calls),
+        plan=_decode_list(plan),
+        available_commands=_decode_list(commands),
+        current_mode_id=current_mode_id or None,
+        usage=None if usage is None else json.loads(usage),
+    )
+
+
+class Session:
+    """One ACP session; made by `Client.start`, `new_session`, `load_session` or
+    `resume_session`, never directly. Equality is identity."""
+
+    def __init__(
+        self, client: Client, session_id: str, cwd: str, additional_directories: tuple[str, ...]
+    ) -> None:
+        self._client = client
+        self.session_id = session_id
+        self.cwd = cwd
+        self.additional_directories = additional_directories
+        self._closed = False
+        self._last: Any = None
+
+    def _info(self) -> Any:
+        if not self._closed:
+            info = self._client._live.session_info(self.session_id)
+            if info is not None:
+                self._last = info
+        return self._last
+
+    # --- attributes ----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def modes(self) -> Modes:
+        info = self._info()
+        if info is None:
+            return Modes()
+        current, available = info[0]
+        return Modes(current=current, available=tuple(Mode(*m) for m in available))
+
+    @property
+    def models(self) -> Models:
+        info = self._info()
+        if info is None:
+            return Models()
+        current, available = info[1]
+        return Models(current=current, available=tuple(ModelOption(*m) for m in available))
+
+    @property
+    def config_options(self) -> tuple[Any, ...]:
+        info = self._info()
+        return () if info is None else (_decode_list(info[2]) or ())
+
+    @property
+    def available_commands(self) -> tuple[Any, ...]:
+        info = self._info()
+        return () if info is None else (_decode_list(info[3]) or ())
+
+    @property
+    def state(self) -> None:
+        """The folded session state; None while ``session_state="off"``."""
+        return None
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"session {self.session_id!r} is closed")
+
+    def prompt(
+        self, content: str | Iterable[Any], *, timeout: float | None = None
+    ) -> TurnResult:
+        """One turn: a `str` is one text block. Image, audio and embedded resources need the
+        agent's prompt capabilities (`CapabilityError` otherwise, nothing written)."""
+        return self._turn(content, timeout=timeout, gated=True)
+
+    def _turn(
+        self, content: str | Iterable[Any], *, timeout: float | None, gated: bool
+    ) -> TurnResult:
+        self._check_open()
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        return self._client._run_turn(self, content, timeout, gated)
+
+    def cancel(self) -> None:
+        """Cancels the turn in flight (one `session/cancel`; pending permission requests are
+        answered `cancelled`); the turn returns with the agent's stop reason. Any thread; never
+        blocks or raises; does nothing without a turn in flight."""
+        core = self._client._core
+        if core is not None and not self._closed:
+            core.cancel(self.session_id)
+
+    def set_mode(self, mode_id: str) -> None:
+        self._check_open()
+        self._client._live.set_mode(self.session_id, mode_id)
+
+    def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
+        """Sets a config option; returns the session's config options afterwards."""
+        self._check_open()
+        options = self._client._live.set_config_option(self.session_id, config_id, value)
+        return _decode_list(options) or ()
+
+    def set_model(self, model_id: str) -> None:
+        """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
+        self._check_open()
+        self._client._live.set_model(self.session_id, model_id)
+
+    def close(self) -> None:
+        """Closes the session (``session/close`` when the agent advertises it; locally
+        either way). Idempotent."""
+        if self._closed:
+            return
+        self._info()
+        core = self._client._core
+        try:
+            if core is not None and not core.closed:
+                core.close_session(self.session_id)
+        finally:
+            self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        self._info()
+        self._closed = True
+        self._client._forget(self)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<acp_fast.Session {self.session_id!r} {state}>"
