@@ -25,6 +25,9 @@ use crate::driver::{Callbacks, Driven, Run};
 use crate::errors::{to_pyerr, CallError};
 use crate::options;
 
+/// The marker of a turn given up after its timeout and grace, turned into a status by `prompt`.
+const TURN_TIMED_OUT: &str = "acp-fast: the turn timed out past its cancel grace";
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -194,6 +197,8 @@ impl CoreClient {
     ) -> PyResult<T> {
         let mut guard = self.enter(py)?;
         let driven = &mut *guard;
+        // A cancel() queued while no turn ran has nothing to cancel.
+        lock(&self.shared.cancels).clear();
         let result = (|| -> Result<T, CallError> {
             driven
                 .conn
@@ -204,6 +209,8 @@ impl CoreClient {
             finish(&mut run, outcome)
         })();
         self.publish(driven);
+        // A cancel() that arrived as the call ended targeted a turn that is over.
+        lock(&self.shared.cancels).clear();
         if self.shared.flags.closed.load(Ordering::SeqCst) {
             driven.pipes = None;
             *lock(&self.shared.waker) = None;
@@ -219,6 +226,10 @@ impl CoreClient {
             CallError::Acp(AcpError::AgentTransportFailed(mut description)) => {
                 self.explain_end(py, &mut description);
                 to_pyerr(py, AcpError::AgentTransportFailed(description))
+            }
+            // The prompt call reports this one as its "timeout" status.
+            CallError::Acp(AcpError::TurnTimeout { .. }) => {
+                pyo3::exceptions::PyTimeoutError::new_err(TURN_TIMED_OUT)
             }
             other => other.into_pyerr(py),
         })
@@ -677,7 +688,10 @@ impl CoreClient {
             },
         );
         match result {
-            Err(error) if error.get_type(py).name().is_ok_and(|n| n == "TurnTimeout") => {
+            Err(error)
+                if error.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py)
+                    && error.value(py).to_string() == TURN_TIMED_OUT =>
+            {
                 Ok(("timeout", None))
             }
             other => other,
@@ -687,6 +701,9 @@ impl CoreClient {
     /// Trips the cancel latch of the session's turn (one `session/cancel`); any thread, never
     /// blocks, does nothing without a turn in flight.
     fn cancel(&self, session_id: String) {
+        if self.call.try_lock().is_ok() {
+            return; // no call runs, so no turn is in flight
+        }
         lock(&self.shared.cancels).push(session_id);
         self.shared.wake();
     }

@@ -139,7 +139,7 @@ impl<'py, 'c> Run<'py, 'c> {
         until: Option<Instant>,
     ) -> Result<Option<Outcome>, CallError> {
         let result = self.drive_inner(driven, call, until);
-        if result.is_err() {
+        if result.is_err() || matches!(result, Ok(None)) {
             if let Some(call) = call {
                 driven.conn.abandon(call);
             }
@@ -219,7 +219,10 @@ impl<'py, 'c> Run<'py, 'c> {
                     self.permission(driven, ask, preview, cancelled)?
                 }
                 Flow::NeedInput => {
-                    if call.is_none() && until.is_none_or(|t| Instant::now() >= t) {
+                    // Past `until` (drain, the start() timeout), or nothing awaited: return.
+                    if until.is_some_and(|t| Instant::now() >= t)
+                        || (call.is_none() && until.is_none())
+                    {
                         return Ok(None);
                     }
                     if driven.conn.output_ended() {

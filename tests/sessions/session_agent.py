@@ -1,0 +1,196 @@
+"""A scripted multi-session ACP agent for the session tests.
+
+``python session_agent.py CONFIG LOG``: CONFIG is a JSON file (what to advertise, which
+sessions exist, what each prompt does); every line the agent receives is appended to LOG.
+A prompt's text picks its behaviour:
+
+- ``stream N``: N agent message chunks ``c0 c1 …``, then ``end_turn``.
+- ``interleave N OTHER``: N chunks to this session and N ``agent_thought_chunk`` updates to
+  session OTHER, alternating, then ``end_turn``.
+- ``hang``: nothing until ``session/cancel``, then ``cancelled``.
+- ``permission``: a permission request; after the answer, one chunk naming the outcome, then
+  ``cancelled`` if a cancel came, else ``end_turn``.
+- ``late S``: nothing until ``session/cancel``; then waits S seconds and answers ``cancelled``.
+- ``tools``: tool_call / tool_call_update / plan / usage updates, a permission request for an
+  unannounced tool call, then ``end_turn``.
+- ``after``: answers ``end_turn``, then sends two updates after the response.
+- ``flood N``: N chunks written at once, then ``end_turn``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+config: dict[str, Any] = json.loads(open(sys.argv[1]).read())
+log = open(sys.argv[2], "a", buffering=1)
+out = sys.stdout
+
+
+def send(message: dict[str, Any]) -> None:
+    message = {"jsonrpc": "2.0", **message}
+    out.write(json.dumps(message, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def update(session_id: str, body: dict[str, Any]) -> None:
+    send({"method": "session/update", "params": {"sessionId": session_id, "update": body}})
+
+
+def chunk(session_id: str, text: str, kind: str = "agent_message_chunk") -> None:
+    update(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+
+
+def answer(request_id: Any, result: Any) -> None:
+    send({"id": request_id, "result": result})
+
+
+def session_result() -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key in ("modes", "configOptions", "models"):
+        if key in config:
+            result[key] = config[key]
+    return result
+
+
+next_session = 1
+pending: dict[str, Any] = {}  # session id -> (prompt id, behaviour, extra)
+asked: dict[Any, str] = {}  # permission request id -> session id
+cancelled: set[str] = set()
+
+for raw in sys.stdin:
+    line = raw.strip()
+    if not line:
+        continue
+    log.write(line + "\n")
+    message = json.loads(line)
+    method = message.get("method")
+    params = message.get("params") or {}
+    request_id = message.get("id")
+    if method is None and request_id in asked:
+        session_id = asked.pop(request_id)
+        outcome = message["result"]["outcome"]
+        chunk(session_id, "outcome " + json.dumps(outcome, separators=(",", ":")))
+        prompt_id, _, _ = pending.pop(session_id)
+        answer(prompt_id, {"stopReason": "cancelled" if session_id in cancelled else "end_turn"})
+        continue
+    if method == "initialize":
+        answer(request_id, config.get("initialize", {"protocolVersion": 1}))
+    elif method == "session/new":
+        if config.get("auth_required"):
+            error = {"code": -32000, "message": "Authentication required"}
+            send({"id": request_id, "error": error})
+            continue
+        answer(request_id, {"sessionId": f"s{next_session}", **session_result()})
+        next_session += 1
+    elif method in ("session/load", "session/resume"):
+        session_id = params["sessionId"]
+        if session_id not in config.get("known", []):
+            send({"id": request_id, "error": {"code": -32002, "message": "no such session"}})
+            continue
+        if method == "session/load":
+            for body in config.get("replay", []):
+                update(session_id, body)
+        answer(request_id, config.get("load_result"))
+    elif method == "session/list":
+        pages = config["pages"]
+        cursor = params.get("cursor")
+        index = 0 if cursor is None else int(cursor)
+        page: dict[str, Any] = {"sessions": pages[index]}
+        if config.get("loop_cursor") and index == 1:
+            page["nextCursor"] = "1"
+        elif index + 1 < len(pages):
+            page["nextCursor"] = str(index + 1)
+        answer(request_id, page)
+    elif method in ("session/delete", "session/close", "session/set_mode", "session/set_model",
+                    "authenticate", "logout"):
+        answer(request_id, None if config.get("null_results") else {})
+    elif method == "session/set_config_option":
+        options = config.get("configOptions", [])
+        for option in options:
+            if option["id"] == params["configId"]:
+                option["currentValue"] = params["value"]
+        answer(request_id, {"configOptions": options} if config.get("echo_options", True) else {})
+    elif method == "session/cancel":
+        session_id = params["sessionId"]
+        cancelled.add(session_id)
+        if session_id in pending:
+            prompt_id, behaviour, extra = pending[session_id]
+            if behaviour == "hang":
+                pending.pop(session_id)
+                answer(prompt_id, {"stopReason": "cancelled"})
+            elif behaviour == "late":
+                pending.pop(session_id)
+                time.sleep(float(extra))
+                answer(prompt_id, {"stopReason": "cancelled"})
+    elif method == "session/prompt":
+        session_id = params["sessionId"]
+        cancelled.discard(session_id)
+        text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
+        words = text.split()
+        behaviour = words[0] if words else "stream"
+        if behaviour == "stream":
+            for i in range(int(words[1])):
+                chunk(session_id, f"c{i} ")
+            answer(request_id, {"stopReason": "end_turn"})
+        elif behaviour == "flood":
+            body = {"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "x" * 32}}
+            line_out = json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                   "params": {"sessionId": session_id, "update": body}},
+                                  separators=(",", ":")) + "\n"
+            count = int(words[1])
+            for start in range(0, count, 1000):
+                out.write(line_out * min(1000, count - start))
+            out.flush()
+            answer(request_id, {"stopReason": "end_turn"})
+        elif behaviour == "interleave":
+            other = words[2]
+            for i in range(int(words[1])):
+                chunk(session_id, f"a{i} ")
+                chunk(other, f"b{i} ", "agent_thought_chunk")
+            answer(request_id, {"stopReason": "end_turn"})
+        elif behaviour in ("hang", "late"):
+            pending[session_id] = (request_id, behaviour, words[1] if len(words) > 1 else "")
+        elif behaviour == "permission":
+            pending[session_id] = (request_id, behaviour, "")
+            asked["perm-1"] = session_id
+            send({"id": "perm-1", "method": "session/request_permission", "params": {
+                "sessionId": session_id,
+                "toolCall": {"toolCallId": "t1", "title": "write x", "kind": "edit"},
+                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+        elif behaviour == "tools":
+            update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "t1",
+                                "title": "Read a", "kind": "read", "status": "pending"})
+            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                                "status": "completed", "rawOutput": {"ok": True}})
+            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                                "rawOutput": None, "title": None})
+            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "zz",
+                                "status": "failed"})
+            update(session_id, {"sessionUpdate": "plan", "entries": [
+                {"content": "one", "priority": "high", "status": "pending"}]})
+            update(session_id, {"sessionUpdate": "plan", "entries": [
+                {"content": "two", "priority": "low", "status": "completed"}]})
+            update(session_id, {"sessionUpdate": "usage_update", "used": 10, "size": 100})
+            update(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": "code"})
+            pending[session_id] = (request_id, "permission", "")
+            asked[7] = session_id
+            send({"id": 7, "method": "session/request_permission", "params": {
+                "sessionId": session_id,
+                "toolCall": {"toolCallId": "t2", "title": "Run ls", "kind": "execute"},
+                "options": [{"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+        elif behaviour == "after":
+            answer(request_id, {"stopReason": "end_turn"})
+            update(session_id, {"sessionUpdate": "usage_update", "used": 1, "size": 2})
+            update(session_id, {"sessionUpdate": "available_commands_update",
+                                "availableCommands": [{"name": "web", "description": "w"}]})
+        elif behaviour == "cancel_request":
+            send({"method": "$/cancel_request", "params": {"requestId": 99}})
+            chunk(session_id, "still here")
+            answer(request_id, {"stopReason": "end_turn"})
+    elif request_id is not None and method is not None:
+        send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
