@@ -1,0 +1,562 @@
+//! The `Connection`: one sans-I/O engine that owns every protocol rule, for every driver. Bytes
+//! go in (`read_buf`/`received`/`input_ended`), events and bytes come out (`poll_event`,
+//! `poll_transmit`), time is passed in (`handle_timeout`). A blocking loop and an asyncio
+//! readiness loop drive the same type, so they obey the same rules by construction:
+//!
+//! 1. Lines are handled in arrival order; each event is finished by the driver (callbacks
+//!    returned, answer queued) before the next line's event is produced.
+//! 2. Update: count cap, size cap, numbering, parse, route by `sessionId` (session attributes,
+//!    reply capture, the turn's record), event.
+//! 3. Permission: event with a preview; `decide` (cancel latch, observer, policy), the record,
+//!    `on_permission_commit` by the driver, then `send` queues the answer.
+//! 4. Outgoing lines leave whole and in FIFO order; `request_bytes` is checked before queueing.
+//! 5. A response is matched by integer id to a live call; one to a tombstoned id is dropped;
+//!    any other is an error.
+//! 6. Prompt timeouts and their cancel grace are timers here.
+//!
+//! The core is split by concern: `checks` (what a call must pass before it takes an id),
+//! `requests` (encoding and registering calls), `lines` (incoming lines: updates, permission
+//! requests, routing) and `answers` (responses completing calls).
+
+use std::collections::VecDeque;
+
+mod answers;
+mod checks;
+mod lines;
+mod requests;
+
+use serde_json::Value;
+
+use crate::calls::{Call, CallId, CallKind, Calls, Listing};
+use crate::encode::{self, ConfigValue, ContentBlock, McpServer};
+use crate::error::{excerpt, AcpError, ProtocolError};
+use crate::limits::Config;
+use crate::permission::{Ask, PermissionRecord, Selection};
+use crate::reader::{self, Poll, Storage};
+use crate::results::{self, InitializeInfo, ModelsInfo, ModesInfo};
+use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
+use crate::update::{UpdateEvent, UpdateKind};
+use crate::wire::{self, Envelope, WireError};
+
+/// A permission request waiting for `decide`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AskId(pub u64);
+
+/// What a finished call returns.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    Initialized,
+    SessionOpened(String),
+    /// Every page's sessions, raw JSON objects in the agent's order.
+    Listed(Vec<String>),
+    /// The `configOptions` array after `set_config_option` (raw JSON), when there is one.
+    ConfigOptions(Option<String>),
+    Turn(Box<TurnOutcome>),
+    Done,
+}
+
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A numbered update; `joined`: its text joined the reply of its session's turn.
+    Update {
+        update: UpdateEvent<'a>,
+        joined: bool,
+    },
+    /// Ask the observer (unless `cancelled`), then `decide`.
+    Permission {
+        ask: AskId,
+        preview: PermissionRecord,
+        /// The session's cancel latch is tripped: the answer will be `cancelled` whatever
+        /// the observer says, so it need not be asked.
+        cancelled: bool,
+    },
+    /// A call finished (`line` is its response; "" when a timer ended it).
+    Done {
+        call: CallId,
+        outcome: Result<Outcome, AcpError>,
+        line: &'a str,
+    },
+    /// A line handled here: a notification dropped, a request answered "method not found", a
+    /// late response to an abandoned call.
+    Other { line: &'a str },
+}
+
+/// A decided permission request: the committed record and the answer. `send` queues the answer;
+/// dropping it (the commit callback raised) writes nothing.
+#[derive(Debug)]
+pub struct Decided {
+    pub record: PermissionRecord,
+    bytes: Vec<u8>,
+}
+
+/// The calls a host can make.
+#[derive(Clone, Copy, Debug)]
+pub enum Request<'a> {
+    Initialize,
+    NewSession {
+        cwd: &'a str,
+        additional_directories: &'a [String],
+        mcp_servers: Option<&'a [McpServer]>,
+    },
+    LoadSession {
+        session_id: &'a str,
+        cwd: &'a str,
+        additional_directories: &'a [String],
+        mcp_servers: Option<&'a [McpServer]>,
+        resume: bool,
+    },
+    ListSessions {
+        cwd: Option<&'a str>,
+    },
+    DeleteSession {
+        session_id: &'a str,
+    },
+    Authenticate {
+        method_id: &'a str,
+    },
+    Logout,
+    Prompt {
+        session_id: &'a str,
+        content: &'a [ContentBlock],
+        /// Timeout in ms from now; the prompt capability gate applies when `gated`.
+        timeout_ms: Option<u64>,
+        gated: bool,
+    },
+    SetMode {
+        session_id: &'a str,
+        mode_id: &'a str,
+    },
+    SetConfigOption {
+        session_id: &'a str,
+        config_id: &'a str,
+        value: ConfigValue<'a>,
+    },
+    SetModel {
+        session_id: &'a str,
+        model_id: &'a str,
+    },
+}
+
+pub struct Connection {
+    reader: Storage,
+    core: Core,
+}
+
+struct Core {
+    config: Config,
+    next_id: i64,
+    next_update_sequence: u64,
+    initialize: Option<InitializeInfo>,
+    agent_error: Option<String>,
+    calls: Calls,
+    sessions: Vec<SessionEntry>,
+    asks: Vec<(AskId, Ask)>,
+    next_ask: u64,
+    done: VecDeque<(CallId, Result<Outcome, AcpError>)>,
+    outbox: VecDeque<Vec<u8>>,
+    /// Bytes of the front line already written.
+    written: usize,
+    stopped: Option<String>,
+    now_ms: u64,
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let start = line.iter().position(|b| !is_space(b)).unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |i| i + 1);
+    &line[start..end]
+}
+
+impl Connection {
+    /// Validates the settings and allocates the reader's buffer (`message_bytes + 1` bytes).
+    pub fn new(config: Config, reader_limits: reader::Limits) -> Result<Connection, AcpError> {
+        config.validate()?;
+        let mut reader = Storage::new(reader_limits).map_err(|e| {
+            AcpError::CapacityOverflow(format!(
+                "the reader's buffer of reader_limits.message_bytes + 1 ({} + 1) bytes cannot be allocated; nothing was started",
+                e.message_bytes
+            ))
+        })?;
+        reader.activate();
+        Ok(Connection {
+            reader,
+            core: Core {
+                config,
+                next_id: 0,
+                next_update_sequence: 1,
+                initialize: None,
+                agent_error: None,
+                calls: Calls::default(),
+                sessions: Vec::new(),
+                asks: Vec::new(),
+                next_ask: 0,
+                done: VecDeque::new(),
+                outbox: VecDeque::new(),
+                written: 0,
+                stopped: None,
+                now_ms: 0,
+            },
+        })
+    }
+
+    // --- bytes in ------------------------------------------------------------------------
+
+    /// Where the next read goes (empty once reading has stopped).
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        self.reader.writable()
+    }
+
+    pub fn received(&mut self, count: usize) {
+        self.reader.commit(count);
+    }
+
+    /// The agent's output ended.
+    pub fn input_ended(&mut self) {
+        self.reader.finish();
+    }
+
+    pub fn reader_status(&self) -> reader::Status {
+        self.reader.status()
+    }
+
+    /// Releases the reader's buffer (the client is closed).
+    pub fn close_reader(&mut self) {
+        self.reader.close();
+    }
+
+    /// The next event, or `None` when more input is needed (or the output ended with no call
+    /// waiting). An error here is about a line (invalid, unexpected, over a cap) or the end of
+    /// the output while calls wait; the driver fails its call with it.
+    pub fn poll_event(&mut self) -> Result<Option<Event<'_>>, AcpError> {
+        if let Some((call, outcome)) = self.core.done.pop_front() {
+            return Ok(Some(Event::Done {
+                call,
+                outcome,
+                line: "",
+            }));
+        }
+        loop {
+            let range = match self.reader.poll() {
+                Ok(Poll::Line(range)) => range,
+                Ok(Poll::NeedInput) => return Ok(None),
+                Ok(Poll::End) => {
+                    return match self.core.calls.oldest() {
+                        Some(_) => Err(self.core.output_ended()),
+                        None => Ok(None),
+                    }
+                }
+                Err(too_long) => {
+                    return Err(AcpError::ReaderMessageCapacityExceeded(format!(
+                        "the agent sent a line longer than reader_limits.message_bytes ({} bytes); reading from the agent has stopped, so this client can only be closed",
+                        too_long.message_bytes
+                    )))
+                }
+            };
+            if trim(self.reader.bytes(range.clone())).is_empty() {
+                continue; // blank lines mean nothing
+            }
+            // Lines are borrowed from the reader while the core changes: disjoint fields.
+            let line = self.reader.bytes(range);
+            return self.core.handle_line(line).map(Some);
+        }
+    }
+
+    /// Whether the agent's output has ended (everything read).
+    pub fn output_ended(&self) -> bool {
+        self.reader.is_terminal()
+    }
+
+    // --- bytes out -----------------------------------------------------------------------
+
+    /// The unwritten rest of the next outgoing line, and whether none of it was written yet.
+    pub fn poll_transmit(&self) -> Option<(&[u8], bool)> {
+        let line = self.core.outbox.front()?;
+        Some((&line[self.core.written..], self.core.written == 0))
+    }
+
+    pub fn transmitted(&mut self, count: usize) {
+        self.core.written += count;
+        if let Some(line) = self.core.outbox.front() {
+            if self.core.written >= line.len() {
+                self.core.outbox.pop_front();
+                self.core.written = 0;
+            }
+        }
+    }
+
+    /// Drops every line not yet written (the agent's stdin is gone).
+    pub fn discard_transmit(&mut self) {
+        self.core.outbox.clear();
+        self.core.written = 0;
+    }
+
+    // --- calls ---------------------------------------------------------------------------
+
+    pub fn request(&mut self, request: Request<'_>) -> Result<CallId, AcpError> {
+        self.core.request(request)
+    }
+
+    /// Closes a session: writes `session/close` when the agent advertises it (the call
+    /// returned), else closes it here at once (`None`).
+    pub fn close_session(&mut self, session_id: &str) -> Result<Option<CallId>, AcpError> {
+        self.core.close_session(session_id)
+    }
+
+    /// Stops waiting for a call: its id is tombstoned (a late answer is dropped).
+    pub fn abandon(&mut self, call: CallId) {
+        self.core.abandon(call);
+    }
+
+    /// Trips the cancel latch of the session's turn: one `session/cancel` per turn.
+    pub fn cancel(&mut self, session_id: &str) {
+        self.core.cancel(session_id);
+    }
+
+    pub fn decide(&mut self, ask: AskId, observer: Option<Selection>) -> Result<Decided, AcpError> {
+        self.core.decide(ask, observer)
+    }
+
+    pub fn send(&mut self, decided: Decided) {
+        self.core.outbox.push_back(decided.bytes);
+    }
+
+    /// After a callback raised: nothing more is read or written; calls fail with `reason`.
+    pub fn stop(&mut self, reason: String) {
+        self.core.stopped = Some(reason);
+        self.discard_transmit();
+    }
+
+    pub fn stopped(&self) -> Option<&str> {
+        self.core.stopped.as_deref()
+    }
+
+    // --- time ----------------------------------------------------------------------------
+
+    /// The earliest deadline (ms on the driver's clock).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.core.calls.iter().filter_map(|c| c.deadline_ms).min()
+    }
+
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        self.core.handle_timeout(now_ms);
+    }
+
+    /// The driver's clock, for the timeouts of new requests.
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.core.now_ms = now_ms;
+    }
+
+    // --- state ---------------------------------------------------------------------------
+
+    pub fn config(&self) -> &Config {
+        &self.core.config
+    }
+    pub fn set_policy(&mut self, policy: crate::limits::PermissionPolicy) {
+        self.core.config.policy = policy;
+    }
+    pub fn next_update_sequence(&self) -> u64 {
+        self.core.next_update_sequence
+    }
+    pub fn initialize(&self) -> Option<&InitializeInfo> {
+        self.core.initialize.as_ref()
+    }
+    pub fn agent_error(&self) -> Option<&str> {
+        self.core.agent_error.as_deref()
+    }
+    pub fn is_waiting(&self, call: CallId) -> bool {
+        self.core.calls.get(call).is_some()
+    }
+    pub fn session(&self, session_id: &str) -> Option<&SessionEntry> {
+        self.core.session(session_id)
+    }
+    pub fn session_ids(&self) -> impl Iterator<Item = &str> {
+        self.core.sessions.iter().map(|s| s.id.as_str())
+    }
+    pub fn session_models(&self, session_id: &str) -> Option<ModelsInfo> {
+        self.core.session(session_id).map(SessionEntry::models)
+    }
+}
+
+impl Core {
+    pub(super) fn session(&self, id: &str) -> Option<&SessionEntry> {
+        self.sessions.iter().find(|s| s.id == id)
+    }
+
+    pub(super) fn session_mut(&mut self, id: &str) -> Option<&mut SessionEntry> {
+        self.sessions.iter_mut().find(|s| s.id == id)
+    }
+
+    pub(super) fn checked(&self, bytes: Vec<u8>, what: &str) -> Result<Vec<u8>, AcpError> {
+        let limit = self.config.limits.request_bytes;
+        if bytes.len() > limit {
+            return Err(AcpError::RequestCapacityExceeded(format!(
+                "{what} is {} bytes (newline included), more than transfer_limits.request_bytes ({limit}); nothing was sent",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    pub(super) fn capability(&self, advertised: bool, capability: &str) -> Result<(), AcpError> {
+        if advertised {
+            return Ok(());
+        }
+        Err(AcpError::Capability {
+            capability: capability.to_owned(),
+            message: format!(
+                "ACP agent '{}' did not advertise the '{capability}' capability.",
+                self.config.agent_id
+            ),
+        })
+    }
+
+    pub(super) fn caps(&self) -> results::Capabilities {
+        self.initialize
+            .as_ref()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default()
+    }
+
+    /// The checks every call makes before it takes an id, in the design's order.
+    pub(super) fn forget_session(&mut self, session_id: &str) {
+        self.sessions.retain(|s| s.id != session_id);
+    }
+
+    pub(super) fn abandon(&mut self, handle: CallId) {
+        if let Some(call) = self.calls.remove(handle) {
+            self.calls.tombstone(call.wire_id);
+            self.end_turn_of(&call);
+            if matches!(call.kind, CallKind::SessionLoad | CallKind::SessionResume) {
+                let id = call.session.clone().unwrap_or_default();
+                self.forget_session(&id);
+            }
+        }
+    }
+
+    /// A prompt call ended without its response: the session is free for a new turn, and its
+    /// permission requests are answered `cancelled` until the late response arrives.
+    pub(super) fn end_turn_of(&mut self, call: &Call) {
+        if call.kind != CallKind::Prompt {
+            return;
+        }
+        let session_id = call.session.as_deref().unwrap_or("");
+        if let Some(session) = self.session_mut(session_id) {
+            if session.turn.as_ref().is_some_and(|t| t.call == call.handle) {
+                session.turn = None;
+                session.late_turn = Some(call.wire_id);
+            }
+        }
+    }
+
+    pub(super) fn cancel(&mut self, session_id: &str) {
+        let Some(session) = self.session_mut(session_id) else {
+            return;
+        };
+        if session.turn.is_none() || session.latched {
+            return;
+        }
+        session.latched = true;
+        if self.stopped.is_none() {
+            // A session id small enough to have been sent always fits its cancel.
+            if let Ok(bytes) = self.checked(
+                encode::cancel(session_id),
+                "the session/cancel notification",
+            ) {
+                self.outbox.push_back(bytes);
+            }
+        }
+    }
+
+    pub(super) fn handle_timeout(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+        let grace = self.config.cancel_grace_ms;
+        let mut fired = Vec::new();
+        let mut expired = Vec::new();
+        for call in self.calls.iter_mut() {
+            match call.deadline_ms {
+                Some(deadline) if deadline <= now_ms => {
+                    if call.timed_out {
+                        expired.push(call.handle);
+                    } else {
+                        call.timed_out = true;
+                        call.deadline_ms = Some(deadline.saturating_add(grace));
+                        fired.push(call.session.clone().unwrap_or_default());
+                    }
+                }
+                _ => {}
+            }
+        }
+        for session_id in fired {
+            self.cancel(&session_id);
+        }
+        for handle in expired {
+            let session_id = self
+                .calls
+                .get(handle)
+                .and_then(|c| c.session.clone())
+                .unwrap_or_default();
+            self.abandon(handle);
+            self.done
+                .push_back((handle, Err(AcpError::TurnTimeout { session_id })));
+        }
+    }
+
+    pub(super) fn decide(
+        &mut self,
+        ask: AskId,
+        observer: Option<Selection>,
+    ) -> Result<Decided, AcpError> {
+        let index = self
+            .asks
+            .iter()
+            .position(|(id, _)| *id == ask)
+            .ok_or_else(|| {
+                AcpError::Misuse("this permission request was already decided".into())
+            })?;
+        let (_, request) = self.asks.remove(index);
+        let selection = if self.latched(&request.record.session_id) {
+            Selection::cancelled()
+        } else {
+            observer.unwrap_or_else(|| request.policy_selection(&self.config.policy))
+        };
+        let bytes = self.checked(
+            encode::permission_answer(
+                &request.record.request_id,
+                &selection.outcome,
+                &selection.option_id,
+            ),
+            "the session/request_permission answer",
+        )?;
+        Ok(Decided {
+            record: request.with(&selection, true),
+            bytes,
+        })
+    }
+
+    pub(super) fn latched(&self, session_id: &str) -> bool {
+        self.session(session_id)
+            .is_some_and(|s| s.latched && (s.turn.is_some() || s.late_turn.is_some()))
+    }
+}
+
+pub(crate) fn ids<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let all: Vec<&str> = items.collect();
+    if all.is_empty() {
+        "none offered".into()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// The `type` of a block encoded as JSON text.
+pub(crate) fn raw_block_type(raw: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(raw).ok()?;
+    value.get("type")?.as_str().map(str::to_owned)
+}
+
+// Session state a host reads; re-exported for the drivers.
+pub use crate::results::NamedEntry;
+pub type Modes = ModesInfo;

@@ -1,0 +1,203 @@
+//! Encoding a call, taking its id and registering it (and a loaded session before its replay).
+
+use super::*;
+
+impl Core {
+    pub(super) fn take_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    pub(super) fn request(&mut self, request: Request<'_>) -> Result<CallId, AcpError> {
+        self.admit_request(&request)?;
+        let id = self.take_id();
+        let servers_or_default = |servers: Option<&[McpServer]>, config: &Config| {
+            servers
+                .map(<[McpServer]>::to_vec)
+                .unwrap_or_else(|| config.mcp_servers.clone())
+        };
+        let mut call = Call {
+            handle: CallId(id),
+            wire_id: id,
+            kind: CallKind::Initialize,
+            session: None,
+            argument: String::new(),
+            listing: None,
+            deadline_ms: None,
+            timed_out: false,
+        };
+        let bytes = match request {
+            Request::Initialize => encode::initialize(id, &self.config.client_info),
+            Request::NewSession {
+                cwd,
+                additional_directories,
+                mcp_servers,
+            } => {
+                call.kind = CallKind::SessionNew;
+                let servers = servers_or_default(mcp_servers, &self.config);
+                encode::session_new(id, cwd, additional_directories, &servers)
+            }
+            Request::LoadSession {
+                session_id,
+                cwd,
+                additional_directories,
+                mcp_servers,
+                resume,
+            } => {
+                call.kind = if resume {
+                    CallKind::SessionResume
+                } else {
+                    CallKind::SessionLoad
+                };
+                call.session = Some(session_id.to_owned());
+                let servers = servers_or_default(mcp_servers, &self.config);
+                encode::session_load(
+                    id,
+                    call.kind.method(),
+                    session_id,
+                    cwd,
+                    additional_directories,
+                    &servers,
+                )
+            }
+            Request::ListSessions { cwd } => {
+                call.kind = CallKind::SessionList;
+                call.listing = Some(Listing {
+                    cwd: cwd.map(str::to_owned),
+                    ..Listing::default()
+                });
+                encode::session_list(id, cwd, None)
+            }
+            Request::DeleteSession { session_id } => {
+                call.kind = CallKind::SessionDelete;
+                call.session = Some(session_id.to_owned());
+                encode::session_call(id, "session/delete", session_id, &[])
+            }
+            Request::Authenticate { method_id } => {
+                call.kind = CallKind::Authenticate;
+                encode::authenticate(id, method_id)
+            }
+            Request::Logout => {
+                call.kind = CallKind::Logout;
+                encode::logout(id)
+            }
+            Request::Prompt {
+                session_id,
+                content,
+                timeout_ms,
+                ..
+            } => {
+                call.kind = CallKind::Prompt;
+                call.session = Some(session_id.to_owned());
+                call.deadline_ms = timeout_ms.map(|t| self.now_ms.saturating_add(t));
+                encode::prompt(id, session_id, content)
+            }
+            Request::SetMode {
+                session_id,
+                mode_id,
+            } => {
+                call.kind = CallKind::SetMode;
+                call.session = Some(session_id.to_owned());
+                call.argument = mode_id.to_owned();
+                encode::session_call(id, "session/set_mode", session_id, &[("modeId", mode_id)])
+            }
+            Request::SetConfigOption {
+                session_id,
+                config_id,
+                value,
+            } => {
+                call.kind = CallKind::SetConfigOption;
+                call.session = Some(session_id.to_owned());
+                encode::set_config_option(id, session_id, config_id, value)
+            }
+            Request::SetModel {
+                session_id,
+                model_id,
+            } => {
+                call.session = Some(session_id.to_owned());
+                call.argument = model_id.to_owned();
+                let session = self.session(session_id).expect("checked");
+                let model_option = session
+                    .config_options
+                    .as_ref()
+                    .and_then(|options| {
+                        results::select_config_ids(options)
+                            .find(|(_, category)| *category == "model")
+                    })
+                    .map(|(id, _)| id.to_owned());
+                match model_option {
+                    Some(config_id) => {
+                        call.kind = CallKind::SetConfigOption;
+                        encode::set_config_option(
+                            id,
+                            session_id,
+                            &config_id,
+                            ConfigValue::Select(model_id),
+                        )
+                    }
+                    None => {
+                        call.kind = CallKind::SetModel;
+                        encode::session_call(
+                            id,
+                            "session/set_model",
+                            session_id,
+                            &[("modelId", model_id)],
+                        )
+                    }
+                }
+            }
+        };
+        let bytes = self.checked(bytes, &format!("the {} request", call.kind.method()))?;
+        match call.kind {
+            // Registered before the request is written, so replayed updates are routed to it.
+            CallKind::SessionLoad | CallKind::SessionResume => {
+                let id = call.session.as_deref().expect("set above");
+                self.sessions.push(SessionEntry::new(id));
+            }
+            CallKind::Prompt => {
+                let id = call.session.as_deref().expect("set above");
+                let handle = call.handle;
+                let session = self.session_mut(id).expect("checked");
+                session.turn = Some(Turn::new(handle));
+                session.latched = false;
+                session.late_turn = None;
+            }
+            _ => {}
+        }
+        let handle = call.handle;
+        self.calls.insert(call);
+        self.outbox.push_back(bytes);
+        Ok(handle)
+    }
+
+    pub(super) fn close_session(&mut self, session_id: &str) -> Result<Option<CallId>, AcpError> {
+        if self.session(session_id).is_none() {
+            return Ok(None); // already closed: closing is idempotent
+        }
+        if let Some(reason) = &self.stopped {
+            return Err(AcpError::protocol(reason.clone()));
+        }
+        if !self.caps().session_close {
+            self.forget_session(session_id);
+            return Ok(None);
+        }
+        let id = self.take_id();
+        let bytes = self.checked(
+            encode::session_call(id, "session/close", session_id, &[]),
+            "the session/close request",
+        )?;
+        self.calls.insert(Call {
+            handle: CallId(id),
+            wire_id: id,
+            kind: CallKind::SessionClose,
+            session: Some(session_id.to_owned()),
+            argument: String::new(),
+            listing: None,
+            deadline_ms: None,
+            timed_out: false,
+        });
+        self.outbox.push_back(bytes);
+        Ok(Some(CallId(id)))
+    }
+}

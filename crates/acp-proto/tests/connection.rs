@@ -1,0 +1,528 @@
+//! The `Connection` with an in-memory agent and no Python: the ordering rules of
+//! design/sessions.md §1, sessions, cancel, timeouts and tombstones, and every recorded
+//! real-agent transcript of `tests/interop/data/` replayed through it.
+
+use std::collections::HashMap;
+
+use acp_proto::calls::CallId;
+use acp_proto::encode::ContentBlock;
+use acp_proto::error::AcpError;
+use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
+use acp_proto::reader::Limits;
+use acp_proto::{Connection, Event, Outcome, Request};
+use serde_json::Value;
+
+fn limits() -> TransferLimits {
+    TransferLimits {
+        request_bytes: 1 << 20,
+        response_bytes: 1 << 20,
+        update_bytes: 1 << 20,
+        update_count: 1 << 20,
+        response_segment_count: 1 << 20,
+    }
+}
+
+fn connection_with(limits: TransferLimits) -> Connection {
+    let mut config = Config::new(limits, 9);
+    config.agent_id = "mem".into();
+    config.cancel_grace_ms = 500;
+    config.policy = PermissionPolicy {
+        allowed_tool_kinds: vec!["read".into()],
+        allowed_title_prefixes: vec![],
+    };
+    Connection::new(
+        config,
+        Limits {
+            message_bytes: 1 << 20,
+        },
+    )
+    .unwrap()
+}
+
+fn push(conn: &mut Connection, line: &str) {
+    let mut bytes = line.as_bytes().to_vec();
+    bytes.push(b'\n');
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let buf = conn.read_buf();
+        let count = buf.len().min(rest.len()).min(7); // small reads: lines split across them
+        buf[..count].copy_from_slice(&rest[..count]);
+        conn.received(count);
+        rest = &rest[count..];
+    }
+}
+
+/// Every line queued for the agent, in order.
+fn sent(conn: &mut Connection) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = Vec::new();
+    while let Some((bytes, _)) = conn.poll_transmit() {
+        current.extend_from_slice(bytes);
+        let count = bytes.len();
+        conn.transmitted(count);
+        if current.ends_with(b"\n") {
+            lines.push(
+                String::from_utf8(std::mem::take(&mut current))
+                    .unwrap()
+                    .trim_end()
+                    .to_owned(),
+            );
+        }
+    }
+    lines
+}
+
+/// What the events of the lines read so far were, as short strings; permissions decided by
+/// the policy and committed.
+fn events(conn: &mut Connection) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        match conn.poll_event() {
+            Ok(None) => return seen,
+            Ok(Some(Event::Update { update, joined })) => seen.push(format!(
+                "update {} {} {}{}",
+                update.update_sequence,
+                update.session_id,
+                update.text,
+                if joined { " joined" } else { "" }
+            )),
+            Ok(Some(Event::Permission { ask, cancelled, .. })) => {
+                let decided = conn.decide(ask, None).unwrap();
+                seen.push(format!(
+                    "permission {} {}{}",
+                    decided.record.outcome,
+                    decided.record.option_id,
+                    if cancelled { " cancelled" } else { "" }
+                ));
+                conn.send(decided);
+            }
+            Ok(Some(Event::Done { call, outcome, .. })) => seen.push(match outcome {
+                Ok(Outcome::Turn(turn)) => {
+                    format!("done {} {} {:?}", call.0, turn.stop_reason, turn.response)
+                }
+                Ok(other) => format!("done {} {other:?}", call.0),
+                Err(error) => format!("failed {} {}", call.0, error.class_name()),
+            }),
+            Ok(Some(Event::Other { line })) => seen.push(format!("other {line}")),
+            Err(error) => {
+                seen.push(format!("error {}", error.class_name()));
+                return seen;
+            }
+        }
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{}}}}}"#;
+
+fn chunk(session: &str, text: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+    )
+}
+
+fn started() -> Connection {
+    let mut conn = connection_with(limits());
+    conn.request(Request::Initialize).unwrap();
+    push(&mut conn, INIT);
+    assert_eq!(events(&mut conn), ["done 0 Initialized"]);
+    sent(&mut conn);
+    conn
+}
+
+fn open(conn: &mut Connection, id: &str) {
+    conn.request(Request::NewSession {
+        cwd: "/w",
+        additional_directories: &[],
+        mcp_servers: None,
+    })
+    .unwrap();
+    let wire = sent(conn);
+    let request: Value = serde_json::from_str(&wire[0]).unwrap();
+    push(
+        conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"{id}"}}}}"#,
+            request["id"]
+        ),
+    );
+    assert!(events(conn)[0].starts_with("done"));
+}
+
+fn prompt(conn: &mut Connection, session: &str, timeout_ms: Option<u64>) -> CallId {
+    let content = [ContentBlock::Text("go".into())];
+    conn.request(Request::Prompt {
+        session_id: session,
+        content: &content,
+        timeout_ms,
+        gated: true,
+    })
+    .unwrap()
+}
+
+#[test]
+fn ids_count_up_and_updates_route_by_session() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    open(&mut conn, "b");
+    let call = prompt(&mut conn, "a", None);
+    assert_eq!(call, CallId(3));
+    assert!(sent(&mut conn)[0].contains(r#""id":3,"method":"session/prompt""#));
+    push(&mut conn, &chunk("a", "x"));
+    push(&mut conn, &chunk("b", "y"));
+    push(&mut conn, &chunk("nobody", "z"));
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#,
+    );
+    assert_eq!(
+        events(&mut conn),
+        [
+            "update 1 a x joined",
+            "update 2 b y",
+            "update 3 nobody z",
+            "done 3 end_turn \"x\"",
+        ]
+    );
+}
+
+#[test]
+fn a_permission_is_decided_before_its_answer_is_queued_and_dropping_it_writes_nothing() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    prompt(&mut conn, "a", None);
+    sent(&mut conn);
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"a","toolCall":{"toolCallId":"t","kind":"read"},"options":[{"optionId":"y","kind":"allow_once"}]}}"#,
+    );
+    push(&mut conn, &chunk("a", "after"));
+    let Ok(Some(Event::Permission {
+        ask,
+        preview,
+        cancelled,
+    })) = conn.poll_event()
+    else {
+        panic!("the permission first");
+    };
+    assert!(!cancelled);
+    assert_eq!(preview.outcome, "pending");
+    assert!(
+        conn.poll_transmit().is_none(),
+        "nothing is answered before the decision"
+    );
+    let decided = conn.decide(ask, None).unwrap();
+    assert_eq!(decided.record.option_id, "y");
+    drop(decided); // the commit callback raised: nothing is written
+    assert!(conn.poll_transmit().is_none());
+    assert!(conn.decide(ask, None).is_err(), "a request is decided once");
+    assert_eq!(events(&mut conn), ["update 1 a after joined"]);
+}
+
+#[test]
+fn overflow_and_cancel_share_one_latch() {
+    let mut tight = limits();
+    tight.response_bytes = 3;
+    let mut conn = connection_with(tight);
+    conn.request(Request::Initialize).unwrap();
+    push(&mut conn, INIT);
+    events(&mut conn);
+    sent(&mut conn);
+    open(&mut conn, "a");
+    prompt(&mut conn, "a", None);
+    sent(&mut conn);
+    push(&mut conn, &chunk("a", "ab"));
+    push(&mut conn, &chunk("a", "cd"));
+    events(&mut conn);
+    conn.cancel("a");
+    assert_eq!(
+        sent(&mut conn),
+        [r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"a"}}"#],
+        "one session/cancel per turn, whoever trips the latch"
+    );
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"a","toolCall":{"toolCallId":"t","kind":"read"},"options":[{"optionId":"y","kind":"allow_once"}]}}"#,
+    );
+    assert_eq!(events(&mut conn), ["permission cancelled  cancelled"]);
+    assert_eq!(
+        sent(&mut conn),
+        [r#"{"jsonrpc":"2.0","id":"p","result":{"outcome":{"outcome":"cancelled"}}}"#]
+    );
+}
+
+#[test]
+fn a_timeout_cancels_then_gives_up_after_the_grace_and_drops_the_late_answer() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    conn.set_now(1_000);
+    let call = prompt(&mut conn, "a", Some(200));
+    sent(&mut conn);
+    assert_eq!(conn.poll_timeout(), Some(1_200));
+    conn.handle_timeout(1_199);
+    assert!(sent(&mut conn).is_empty());
+    conn.handle_timeout(1_200);
+    assert_eq!(sent(&mut conn).len(), 1, "the timeout sends session/cancel");
+    assert_eq!(conn.poll_timeout(), Some(1_700), "then waits the grace");
+    conn.handle_timeout(1_700);
+    assert_eq!(
+        events(&mut conn),
+        [format!("failed {} TurnTimeout", call.0)]
+    );
+    assert!(!conn.is_waiting(call));
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}"#,
+    );
+    let seen = events(&mut conn);
+    assert!(seen[0].starts_with("other "), "dropped silently: {seen:?}");
+    // The session takes a new turn.
+    let next = prompt(&mut conn, "a", None);
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"stopReason":"end_turn"}}}}"#,
+            next.0
+        ),
+    );
+    assert_eq!(
+        events(&mut conn),
+        [format!("done {} end_turn \"\"", next.0)]
+    );
+}
+
+#[test]
+fn tombstones_are_bounded() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    let first = prompt(&mut conn, "a", None);
+    conn.abandon(first);
+    for _ in 0..1024 {
+        let call = prompt(&mut conn, "a", None);
+        conn.abandon(call);
+    }
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"stopReason":"end_turn"}}}}"#,
+            first.0
+        ),
+    );
+    assert_eq!(
+        events(&mut conn),
+        ["error AgentProtocolError"],
+        "the oldest was forgotten"
+    );
+}
+
+#[test]
+fn refused_calls_take_no_id_and_write_nothing() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    let error = conn
+        .request(Request::DeleteSession { session_id: "a" })
+        .unwrap_err();
+    assert!(
+        matches!(&error, AcpError::Capability { capability, .. } if capability == "sessionCapabilities.delete")
+    );
+    assert_eq!(
+        error.description(),
+        "ACP agent 'mem' did not advertise the 'sessionCapabilities.delete' capability."
+    );
+    assert!(matches!(
+        conn.request(Request::SetMode {
+            session_id: "a",
+            mode_id: "x"
+        }),
+        Err(AcpError::Capability { .. })
+    ));
+    assert!(matches!(
+        conn.request(Request::SetMode {
+            session_id: "zz",
+            mode_id: "x"
+        }),
+        Err(AcpError::Misuse(_))
+    ));
+    assert!(conn.poll_transmit().is_none());
+    assert_eq!(prompt(&mut conn, "a", None), CallId(2));
+}
+
+#[test]
+fn a_loaded_session_is_open_before_its_replay() {
+    let mut conn = started();
+    conn.request(Request::LoadSession {
+        session_id: "old",
+        cwd: "/w",
+        additional_directories: &[],
+        mcp_servers: None,
+        resume: false,
+    })
+    .unwrap();
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"old","update":{"sessionUpdate":"current_mode_update","currentModeId":"code"}}}"#,
+    );
+    push(&mut conn, r#"{"jsonrpc":"2.0","id":1,"result":null}"#);
+    assert_eq!(
+        events(&mut conn),
+        ["update 1 old code", "done 1 SessionOpened(\"old\")"]
+    );
+    assert_eq!(conn.session("old").unwrap().modes.current, "code");
+}
+
+#[test]
+fn listing_follows_cursors_and_refuses_a_loop() {
+    let mut conn = started();
+    conn.request(Request::ListSessions { cwd: None }).unwrap();
+    assert_eq!(
+        sent(&mut conn),
+        [r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}"#]
+    );
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"sessions":[{"sessionId":"a","cwd":"/"}],"nextCursor":"n"}}"#,
+    );
+    events(&mut conn);
+    assert_eq!(
+        sent(&mut conn),
+        [r#"{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"cursor":"n"}}"#]
+    );
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessions":[],"nextCursor":"n"}}"#,
+    );
+    assert_eq!(events(&mut conn), ["failed 1 AgentProtocolError"]);
+}
+
+#[test]
+fn a_stopped_connection_refuses_every_call() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    conn.stop("stopped for a test".into());
+    assert!(
+        matches!(conn.request(Request::Logout), Err(AcpError::AgentProtocol(p)) if p.description == "stopped for a test")
+    );
+}
+
+#[test]
+fn other_requests_get_method_not_found_and_notifications_are_dropped() {
+    let mut conn = started();
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":"u-1","method":"fs/read_text_file","params":{}}"#,
+    );
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}"#,
+    );
+    assert_eq!(events(&mut conn).len(), 2);
+    assert_eq!(
+        sent(&mut conn),
+        [r#"{"jsonrpc":"2.0","id":"u-1","error":{"code":-32601,"message":"method not found"}}"#]
+    );
+}
+
+/// Replays every recorded transcript: the client's requests are issued as the recording client
+/// issued them (ids remapped to the connection's), the agent's lines are fed back, and every
+/// update must be delivered and every recorded answer must finish its call the same way.
+#[test]
+fn recorded_transcripts_replay_through_the_connection() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/data");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        replay(&path);
+        replayed += 1;
+    }
+    assert!(
+        replayed >= 20,
+        "only {replayed} transcripts found in {}",
+        dir.display()
+    );
+}
+
+fn replay(path: &std::path::Path) {
+    let name = path.display().to_string();
+    let mut conn = connection_with(limits());
+    let mut ids: HashMap<String, i64> = HashMap::new();
+    let mut expected_updates = 0;
+    let mut delivered = 0;
+    let mut finished = Vec::new();
+    let text = std::fs::read_to_string(path).unwrap();
+    for line in text.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let Some(message) = record.get("msg") else {
+            continue;
+        };
+        match record["dir"].as_str() {
+            Some("->") => {
+                let method = message.get("method").and_then(Value::as_str);
+                let params = &message["params"];
+                let session = params["sessionId"].as_str().unwrap_or("");
+                let content = [ContentBlock::Text("replayed".into())];
+                let request = match method {
+                    Some("initialize") => Some(Request::Initialize),
+                    Some("session/new") => Some(Request::NewSession {
+                        cwd: "/w",
+                        additional_directories: &[],
+                        mcp_servers: None,
+                    }),
+                    Some("session/prompt") => Some(Request::Prompt {
+                        session_id: session,
+                        content: &content,
+                        timeout_ms: None,
+                        gated: false,
+                    }),
+                    Some("session/cancel") => {
+                        conn.cancel(session);
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some(request) = request {
+                    match conn.request(request) {
+                        Ok(call) => {
+                            ids.insert(message["id"].to_string(), call.0);
+                        }
+                        Err(error) => panic!("{name}: {method:?} refused: {error}"),
+                    }
+                }
+            }
+            Some("<-") => {
+                let mut message = message.clone();
+                if message.get("method").is_none() {
+                    let Some(ours) = ids.get(&message["id"].to_string()) else {
+                        continue;
+                    };
+                    message["id"] = Value::from(*ours);
+                    finished.push((*ours, message.get("error").is_some()));
+                }
+                if message.get("method").and_then(Value::as_str) == Some("session/update") {
+                    expected_updates += 1;
+                }
+                push(&mut conn, &message.to_string());
+                for event in events(&mut conn) {
+                    assert!(!event.starts_with("error"), "{name}: {event}");
+                    if event.starts_with("update") {
+                        delivered += 1;
+                    }
+                    if let Some(rest) = event.strip_prefix("failed ") {
+                        let id: i64 = rest.split(' ').next().unwrap().parse().unwrap();
+                        assert!(
+                            finished.contains(&(id, true)),
+                            "{name}: call {id} failed: {event}"
+                        );
+                    }
+                }
+                sent(&mut conn);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        delivered, expected_updates,
+        "{name}: every update is delivered"
+    );
+}
