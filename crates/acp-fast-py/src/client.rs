@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub flags: Flags,
     /// Sessions whose turn another thread cancelled; the driver takes them per line.
     pub cancels: Mutex<Vec<String>>,
+    /// Set with each push to `cancels`, so the driver takes the lock only when there is work.
+    pub cancel_pending: AtomicBool,
     /// Released with the pipes when the client closes (its fds must not outlive `close()`).
     pub waker: Mutex<Option<Waker>>,
     /// The exception that stopped the client, set as `__cause__` of later calls' errors.
@@ -411,6 +413,7 @@ impl CoreClient {
             shared: Shared {
                 flags,
                 cancels: Mutex::new(Vec::new()),
+                cancel_pending: AtomicBool::new(false),
                 waker: Mutex::new(Some(waker)),
                 stop_cause: Mutex::new(None),
                 epoch: Instant::now(),
@@ -705,6 +708,7 @@ impl CoreClient {
             return; // no call runs, so no turn is in flight
         }
         lock(&self.shared.cancels).push(session_id);
+        self.shared.cancel_pending.store(true, Ordering::SeqCst);
         self.shared.wake();
     }
 

@@ -157,8 +157,10 @@ impl<'py, 'c> Run<'py, 'c> {
             self.check_stops(driven)?;
             self.take_cancels(&mut driven.conn);
             self.flush(driven)?;
-            let now = self.now_ms();
-            driven.conn.handle_timeout(now);
+            // Only turns with a timeout have deadlines; most lines read no clock.
+            if driven.conn.poll_timeout().is_some() {
+                driven.conn.handle_timeout(self.now_ms());
+            }
             let flow = match driven.conn.poll_event() {
                 Err(error) => return Err(error.into()),
                 Ok(None) => Flow::NeedInput,
@@ -333,6 +335,9 @@ impl<'py, 'c> Run<'py, 'c> {
     }
 
     fn take_cancels(&self, conn: &mut Connection) {
+        if !self.shared.cancel_pending.swap(false, Ordering::SeqCst) {
+            return; // the common case: one atomic load per line, no lock
+        }
         let pending: Vec<String> = std::mem::take(&mut *crate::client::lock(&self.shared.cancels));
         for session in pending {
             conn.cancel(&session);
