@@ -7,6 +7,7 @@ it sends, and stop it and everything it started.
 
 from __future__ import annotations
 
+from . import _core
 from ._client import Client
 from ._core import Update
 from ._errors import (
@@ -58,7 +59,7 @@ from ._types import (
     UpdateKind,
 )
 
-__version__ = "0.1.0"
+__version__: str = _core.__version__
 
 __all__ = [
     "DEFAULT_READER_LIMITS",

@@ -5,9 +5,10 @@ from typing import Any, final
 
 from ._types import UpdateKind
 
-__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update", "_rebuild_update"]
+__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update", "__version__", "_rebuild_update"]
 
 DEFAULT_MESSAGE_BYTES: int
+__version__: str
 
 @final
 class Update:

@@ -130,7 +130,7 @@ def _version() -> str:
 
         return version("acp-fast")
     except Exception:
-        return "0.1.0"
+        return "unknown"
 
 
 def _dumps(message: Any) -> bytes:

@@ -20,6 +20,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
+    // The one version of the project: the cargo workspace's.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "DEFAULT_MESSAGE_BYTES",
         acp_proto::reader::DEFAULT_LIMITS.message_bytes,
