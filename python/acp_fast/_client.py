@@ -305,7 +305,14 @@ class Client:
         except AgentProtocolError as error:
             if not _connect_failure(error):
                 raise
-            raise self._connect_error(error) from error
+            failure = self._connect_error(error)
+            if error.code != -32000 and not self._live.stopped:
+                # Only "authentication required" leaves a usable client (design §6).
+                self._live.stop(
+                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
+                    failure,
+                )
+            raise failure from error
         if session_id is not None:
             self._opened(session_id, cwd, ())
 

@@ -194,3 +194,8 @@ for raw in sys.stdin:
             answer(request_id, {"stopReason": "end_turn"})
     elif request_id is not None and method is not None:
         send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
+
+# End of input: an agent that persists its sessions on the way out.
+if config.get("exit_marker"):
+    time.sleep(0.2)
+    open(config["exit_marker"], "w").write("exited by itself")

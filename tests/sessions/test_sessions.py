@@ -365,6 +365,33 @@ def test_other_protocol_versions_are_connect_errors(make_session_client: MakeCli
         client.start()
 
 
+def test_a_failed_handshake_stops_the_client(make_session_client: MakeClient) -> None:
+    client, _ = make_session_client({"initialize": {"protocolVersion": 3}})
+    with pytest.raises(acp.ConnectError):
+        client.start()
+    with pytest.raises(acp.AgentProtocolError, match="start\\(\\) failed") as caught:
+        client.new_session()
+    assert isinstance(caught.value.__cause__, acp.ConnectError)
+
+
+@pytest.mark.parametrize("grace", [0.0, 3.0])
+def test_close_with_a_grace_lets_the_agent_exit_by_itself(
+    make_session_client: MakeClient, tmp_path: Any, grace: float
+) -> None:
+    marker = tmp_path / f"exited-{grace}"
+    client, _ = make_session_client({"exit_marker": str(marker)})
+    client.start()
+    client.prompt("stream 1")
+    began = time.monotonic()
+    client.close(grace=grace)
+    assert time.monotonic() - began < grace + 1.0
+    if grace:
+        assert marker.read_text() == "exited by itself"
+    else:
+        time.sleep(0.4)
+        assert not marker.exists(), "without a grace the agent is killed at once"
+
+
 def test_start_timeout_stops_the_client() -> None:
     hung = acp.Client(
         "/bin/sh", args=["-c", "sleep 30"], reader_limits=acp.DEFAULT_READER_LIMITS,

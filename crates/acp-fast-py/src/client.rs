@@ -731,6 +731,16 @@ impl CoreClient {
         Ok(())
     }
 
+    /// Stops the client (a handshake failure): later calls raise `AgentProtocolError(reason)`.
+    /// `cause` becomes the `__cause__` of those errors.
+    #[pyo3(signature = (reason, cause=None))]
+    fn stop(&self, py: Python<'_>, reason: String, cause: Option<Py<PyAny>>) -> PyResult<()> {
+        let mut driven = self.enter(py)?;
+        driven.conn.stop(reason);
+        *lock(&self.shared.stop_cause) = cause;
+        Ok(())
+    }
+
     /// SIGTERM then SIGKILL to the agent's group; returns without waiting. Any thread.
     fn request_cancel(&self, py: Python<'_>) {
         self.shared
@@ -750,7 +760,9 @@ impl CoreClient {
         }
         if grace > 0.0 && !self.shared.flags.closed.load(Ordering::SeqCst) {
             if let Ok(mut driven) = self.call.try_lock() {
-                driven.pipes = None; // closes the agent's stdin (and our end of stdout)
+                if let Some(pipes) = driven.pipes.as_mut() {
+                    pipes.close_stdin(); // the agent sees end of input; its stdout stays open
+                }
                 drop(driven);
                 let until = Instant::now() + Duration::from_secs_f64(grace.min(3600.0));
                 py.detach(|| loop {

@@ -167,7 +167,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             stderr_tail,
         },
         PipeTransport {
-            stdin,
+            stdin: Some(stdin),
             stdout,
             pid,
             wait: Duration::from_millis(100),
@@ -341,7 +341,8 @@ fn waitid_nowait(pid: libc::pid_t) -> io::Result<Option<libc::siginfo_t>> {
 
 /// The agent's stdin and stdout, both non-blocking, waited on with poll(2).
 pub struct PipeTransport {
-    stdin: OwnedFd,
+    /// `None` once `close_stdin` let the agent see end of input.
+    stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     pid: libc::pid_t,
     wait: Duration,
@@ -353,6 +354,12 @@ impl PipeTransport {
     /// Polls `fd` (a `Waker`'s read end, which must outlive this transport) with stdout.
     pub fn set_waker(&mut self, fd: std::os::fd::RawFd) {
         self.waker = Some(fd);
+    }
+
+    /// Closes the agent's stdin (it sees end of input) and keeps reading its stdout, so an agent
+    /// shutting down by itself is not killed by SIGPIPE.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
     }
 
     /// The longest a read or write waits before returning `Idle`.
@@ -455,10 +462,13 @@ impl Transport for PipeTransport {
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
+        let Some(stdin) = &self.stdin else {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        };
         loop {
             // SAFETY: writing from a valid buffer.
             let count =
-                unsafe { libc::write(self.stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+                unsafe { libc::write(stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
             if count >= 0 {
                 return Ok(WriteOutcome::Wrote(count as usize));
             }
@@ -467,7 +477,7 @@ impl Transport for PipeTransport {
                 io::ErrorKind::Interrupted => return Ok(WriteOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
                     if !matches!(
-                        wait_for(&self.stdin, libc::POLLOUT, self.wait, None)?,
+                        wait_for(stdin, libc::POLLOUT, self.wait, None)?,
                         Wait::Ready
                     ) {
                         return Ok(WriteOutcome::Idle);
