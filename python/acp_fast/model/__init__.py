@@ -53,7 +53,7 @@ from ._rpc import (
 
 apply = session_update_apply
 
-__all__ = [  # noqa: PLE0604
+__all__ = [
     "METHODS",
     "OMITTED",
     "DecodeErrorKind",

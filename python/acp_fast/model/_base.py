@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias, TypeVar
 
 import msgspec
 from msgspec import UNSET as OMITTED
@@ -45,7 +45,7 @@ T = TypeVar("T")
 Json: TypeAlias = Any
 JsonObject: TypeAlias = dict[str, Any]
 #: T, JSON null (None) or key absent (OMITTED).
-Nullable: TypeAlias = T | None | Omitted
+Nullable: TypeAlias = T | Omitted | None
 #: T or key absent (OMITTED); JSON null is not allowed.
 Opt: TypeAlias = T | Omitted
 
@@ -177,7 +177,7 @@ class Custom:
     order and pickling, like the Structs.
     """
 
-    __slots__ = ()
+    __slots__: ClassVar[tuple[str, ...]] = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -187,10 +187,10 @@ class Custom:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.__match_args__ = tuple(cls.__slots__)  # type: ignore[attr-defined]
+        setattr(cls, "__match_args__", tuple(cls.__slots__))  # noqa: B010 (mypy: a ClassVar)
 
     def _fields(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in self.__slots__)  # type: ignore[attr-defined]
+        return tuple(getattr(self, n) for n in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -207,13 +207,13 @@ class Custom:
     def __repr__(self) -> str:
         parts = ", ".join(
             f"{n}={getattr(self, n)!r}"
-            for n in self.__slots__  # type: ignore[attr-defined]
+            for n in self.__slots__
             if getattr(self, n) is not OMITTED
         )
         return f"{type(self).__name__}({parts})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        kw = dict(zip(self.__slots__, self._fields(), strict=True))  # type: ignore[attr-defined]
+        kw = dict(zip(self.__slots__, self._fields(), strict=True))
         return (_rebuild, (type(self), kw))
 
     @classmethod
@@ -227,7 +227,8 @@ class Custom:
     def to_json(self) -> dict[str, Any]:
         from ._codec import to_builtins
 
-        return to_builtins(self)
+        out: dict[str, Any] = to_builtins(self)
+        return out
 
 
 _C = TypeVar("_C", bound=Custom)

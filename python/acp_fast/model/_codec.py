@@ -19,8 +19,8 @@ import msgspec
 
 from . import _generated as g
 from ._base import (
-    OMITTED,
     B64,
+    OMITTED,
     U64,
     AbsPath,
     Base,
@@ -501,7 +501,7 @@ def _strict_class(cls: type[Any]) -> Callable[[Any], Any]:
     return lambda v: _dec_class(cls, v, "$", True)
 
 
-_HOOKS: dict[type[Any], Callable[[Any], Any]] = {
+_HOOKS: dict[Any, Callable[[Any], Any]] = {
     AbsPath: _hook_abs,
     B64: _hook_b64,
     U64: _hook_u64,
@@ -545,7 +545,7 @@ def _decode_spec(t: Any, spec: tuple[Any, ...], value: Any, strict: bool, path: 
         try:
             return fast_decoder(t).decode(value)
         except msgspec.DecodeError:
-            obj = parse_json(bytes(value) if isinstance(value, memoryview) else value)
+            obj = parse_json(value if isinstance(value, (str, bytes)) else bytes(value))
     else:
         obj = value
         try:
@@ -575,7 +575,7 @@ def replace(obj: T, **changes: Any) -> T:
         out: T = msgspec.structs.replace(obj, **changes)
         return out
     if isinstance(obj, Custom):
-        names = obj.__slots__  # type: ignore[attr-defined]
+        names: tuple[str, ...] = obj.__slots__
         for k in changes:
             if k not in names:
                 raise TypeError(f"{type(obj).__name__} has no field {k!r}")

@@ -330,7 +330,9 @@ class SessionState:
             return None
         return self.tool_calls[pos]
 
-    def apply(self, update: g.SessionUpdate | UnknownUpdate, *, strict: bool = True) -> SessionState:
+    def apply(
+        self, update: g.SessionUpdate | UnknownUpdate, *, strict: bool = True
+    ) -> SessionState:
         return session_update_apply(self, update, strict=strict)
 
 
@@ -357,7 +359,13 @@ def session_update_apply(
     t = type(update)
     if t is g.AgentMessageChunk or t is g.UserMessageChunk or t is g.AgentThoughtChunk:
         u: Any = update
-        slot = "_agent" if t is g.AgentMessageChunk else "_user" if t is g.UserMessageChunk else "_thought"
+        slot = (
+            "_agent"
+            if t is g.AgentMessageChunk
+            else "_user"
+            if t is g.UserMessageChunk
+            else "_thought"
+        )
         bucket: _Bucket = getattr(state, slot)
         return state._copy(**{slot: bucket.add(u.message_id, u.content)})
     if t is g.ToolCall:
