@@ -121,26 +121,52 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
 class SessionUpdateFoldError(AcpError):
     """An update cannot be folded into the state (strict mode)."""
 
+    _fields: tuple[str, ...] = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    # Equal by class and fields, so states holding FoldIssues compare by value.
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, SessionUpdateFoldError)
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._key()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self._key())
+
 
 class DuplicateToolCall(SessionUpdateFoldError):
+    _fields = ("tool_call_id",)
+
     def __init__(self, tool_call_id: str) -> None:
         super().__init__(f"tool call {tool_call_id!r} already exists")
         self.tool_call_id = tool_call_id
 
 
 class UnknownToolCall(SessionUpdateFoldError):
+    _fields = ("tool_call_id",)
+
     def __init__(self, tool_call_id: str) -> None:
         super().__init__(f"no tool call {tool_call_id!r} to update")
         self.tool_call_id = tool_call_id
 
 
 class UnknownMode(SessionUpdateFoldError):
+    _fields = ("mode_id",)
+
     def __init__(self, mode_id: str) -> None:
         super().__init__(f"mode {mode_id!r} is not one of the session's modes")
         self.mode_id = mode_id
 
 
 class InvalidTimestamp(SessionUpdateFoldError):
+    _fields = ("field", "value")
+
     def __init__(self, field: str, value: str) -> None:
         super().__init__(f"{field} is not an RFC 3339 timestamp: {value!r}")
         self.field = field
