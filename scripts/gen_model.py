@@ -458,6 +458,11 @@ class Gen:
                 lines.append(f"    {attr}: Nullable[{ann}] = OMITTED")
             else:
                 lines.append(f"    {attr}: Opt[{ann}] = OMITTED")
+        u64 = [f[0] for f in fields if f[2] == "U64"]
+        if u64 and not custom:
+            args = ", ".join(repr(a) for a in u64)
+            lines.append("\n    def __post_init__(self) -> None:")
+            lines.append(f"        check_u64(self, {args})")
         if not fields:
             lines.append("    pass")
         if custom:
@@ -511,6 +516,7 @@ from ._base import (
     JsonObject,
     Nullable,
     Opt,
+    check_u64,
     hook_marker,
 )'''
 

@@ -27,6 +27,7 @@ __all__ = [
     "U16",
     "U32",
     "U64",
+    "U64_MAX",
     "AbsPath",
     "Base",
     "Custom",
@@ -38,6 +39,7 @@ __all__ = [
     "Omitted",
     "Opt",
     "ProtocolDecodeError",
+    "check_u64",
     "hook_marker",
 ]
 
@@ -90,6 +92,17 @@ class ProtocolDecodeError(AcpError, ValueError):
         return (type(self), (self.kind, self.path, self.reason, self.value))
 
 
+U64_MAX = 2**64 - 1
+
+
+def check_u64(obj: Any, *attrs: str) -> None:
+    """Raise ValueError if a uint64 field is above its range (msgspec bounds stop at int64)."""
+    for a in attrs:
+        v = getattr(obj, a)
+        if type(v) is int and v > U64_MAX:
+            raise ValueError(f"{a} is out of the uint64 range")
+
+
 class FieldSpec(NamedTuple):
     attr: str
     wire: str
@@ -121,13 +134,13 @@ if TYPE_CHECKING:
 else:
     from typing import Annotated
 
-    # Checked in dec_hook: msgspec has no absolute-path or base64-as-str rule, nor uint64 bound.
+    # Checked in dec_hook: msgspec has no absolute-path or base64-as-str rule.
     AbsPath = hook_marker("AbsPath")
     B64 = hook_marker("B64")
-    U64 = hook_marker("U64")
     AbsPath.register(str)
     B64.register(str)
-    U64.register(int)
+    # msgspec bounds must fit an int64: the upper bound is checked in __post_init__.
+    U64 = Annotated[int, msgspec.Meta(ge=0)]
     U16 = Annotated[int, msgspec.Meta(ge=0, le=2**16 - 1)]
     U32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
     I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]

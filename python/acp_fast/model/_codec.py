@@ -487,10 +487,91 @@ def _hook_b64(v: Any) -> str:
     raise ValueError("not base64")
 
 
-def _hook_u64(v: Any) -> int:
-    if type(v) is int and 0 <= v < 2**64:
-        return v
-    raise ValueError("not a uint64")
+class _WireSelect(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    tag_field="type",
+    tag="select",
+    rename={"current_value": "currentValue", "meta": "_meta"},
+):
+    """A select option as the wire flattens it; only the fast path uses it."""
+
+    id: str
+    name: str
+    description: str | None | msgspec.UnsetType = OMITTED
+    category: str | None | msgspec.UnsetType = OMITTED
+    current_value: str
+    options: tuple[g.SessionConfigSelectOption, ...]
+    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+
+
+class _WireGroupedSelect(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    tag_field="type",
+    tag="select",
+    rename={"current_value": "currentValue", "meta": "_meta"},
+):
+    id: str
+    name: str
+    description: str | None | msgspec.UnsetType = OMITTED
+    category: str | None | msgspec.UnsetType = OMITTED
+    current_value: str
+    options: tuple[g.SessionConfigSelectGroup, ...]
+    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+
+
+class _WireBoolean(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    tag_field="type",
+    tag="boolean",
+    rename={"current_value": "currentValue", "meta": "_meta"},
+):
+    id: str
+    name: str
+    description: str | None | msgspec.UnsetType = OMITTED
+    category: str | None | msgspec.UnsetType = OMITTED
+    current_value: bool
+    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+
+
+_CATEGORIES = {c.value: c for c in g.SessionConfigOptionCategory}
+_convert = msgspec.convert
+
+
+def _fast_config_option(v: Any) -> g.SessionConfigOption:
+    """msgspec for the flattened option (the walker would cost ~10x); any doubt raises and the
+    caller falls back to the walker for the exact error. One Struct per convert: msgspec
+    caches a class's decoding plan but rebuilds a union's on every call."""
+    t = v.get("type") if type(v) is dict else None
+    w: _WireSelect | _WireGroupedSelect | _WireBoolean
+    kind: g.SessionConfigSelect | g.SessionConfigBoolean
+    if t == "select":
+        opts = v.get("options")
+        grouped = type(opts) is list and bool(opts) and type(opts[0]) is dict and "group" in opts[0]
+        w = _convert(v, _WireGroupedSelect if grouped else _WireSelect)
+        kind = g.SessionConfigSelect(current_value=w.current_value, options=w.options)
+    elif t == "boolean":
+        w = _convert(v, _WireBoolean)
+        kind = g.SessionConfigBoolean(current_value=w.current_value)
+    else:
+        raise ValueError("not a known config option type")
+    cat = w.category
+    return g.SessionConfigOption(
+        id=w.id,
+        name=w.name,
+        description=w.description,
+        category=_CATEGORIES.get(cat, cat) if type(cat) is str else cat,
+        kind=kind,
+        meta=w.meta,
+    )
 
 
 def _strict_union(name: str) -> Callable[[Any], Any]:
@@ -504,12 +585,11 @@ def _strict_class(cls: type[Any]) -> Callable[[Any], Any]:
 _HOOKS: dict[Any, Callable[[Any], Any]] = {
     AbsPath: _hook_abs,
     B64: _hook_b64,
-    U64: _hook_u64,
     g.McpServer: _strict_union("McpServer"),
     g.AuthMethodUnion: _strict_union("AuthMethodUnion"),
     g.EmbeddedResourceResource: _strict_union("EmbeddedResourceResource"),
     g.SessionConfigSelectOptions: _strict_union("SessionConfigSelectOptions"),
-    g.SessionConfigOption: _strict_class(g.SessionConfigOption),
+    g.SessionConfigOption: _fast_config_option,
     g.SetSessionConfigOptionParams: _strict_class(g.SetSessionConfigOptionParams),
     g.RequestPermissionRequest: _strict_class(g.RequestPermissionRequest),
 }

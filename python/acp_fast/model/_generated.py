@@ -23,6 +23,7 @@ from ._base import (
     JsonObject,
     Nullable,
     Opt,
+    check_u64,
     hook_marker,
 )
 
@@ -368,6 +369,9 @@ class TerminalCreateParams(
     cwd: Nullable[AbsPath] = OMITTED
     output_byte_limit: Nullable[U64] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
+
+    def __post_init__(self) -> None:
+        check_u64(self, 'output_byte_limit')
 
 
 class McpEnvVariable(Base, frozen=True, kw_only=True, rename={'meta': '_meta'}):
@@ -914,6 +918,9 @@ class UsageUpdate(
     size: U64
     cost: Nullable[Cost] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
+
+    def __post_init__(self) -> None:
+        check_u64(self, 'used', 'size')
 
 
 class ElicitationCompleteParams(
