@@ -30,7 +30,6 @@ from typing import Any
 
 import orjson
 from acp import schema as sdk
-
 from acp_fast import model as m
 from acp_fast.model import _codec
 
@@ -121,8 +120,8 @@ def decode_table(rounds: int, budget: int) -> str:
                 samples[r].append(time_per_line(fn, lines, repeat))
         med = {r: statistics.median(v) for r, v in samples.items()}
         cells = " | ".join(f"{med[r]:,.0f}" for r in runs)
-        out.append(f"| {name} ({len(lines)} lines) | {cells} | "
-                   f"{med['sdk'] / med['fast strict']:.2f} | {med['sdk'] / med['fast lenient']:.2f} |")
+        strict, lenient = med["sdk"] / med["fast strict"], med["sdk"] / med["fast lenient"]
+        out.append(f"| {name} ({len(lines)} lines) | {cells} | {strict:.2f} | {lenient:.2f} |")
     return "\n".join(out)
 
 

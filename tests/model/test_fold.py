@@ -6,10 +6,9 @@ import pickle
 from typing import Any
 
 import pytest
+from acp_fast import model as m
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from acp_fast import model as m
 
 
 def text(t: str) -> m.TextContent:

@@ -8,11 +8,10 @@ import base64
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from acp_fast import model as m
 from acp_fast.model import _generated as g
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 K = m.DecodeErrorKind
 CUSTOM = {g.SessionConfigOption, g.SetSessionConfigOptionParams, g.RequestPermissionRequest}

@@ -7,7 +7,6 @@ import pickle
 from typing import Any
 
 import pytest
-
 from acp_fast import model as m
 
 K = m.DecodeErrorKind

@@ -7,7 +7,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from acp_fast import model as m
 
 from ._corpus import messages, transcript_files

@@ -21,7 +21,6 @@ from . import _generated as g
 from ._base import (
     B64,
     OMITTED,
-    U64,
     AbsPath,
     Base,
     Custom,
@@ -500,11 +499,11 @@ class _WireSelect(
 
     id: str
     name: str
-    description: str | None | msgspec.UnsetType = OMITTED
-    category: str | None | msgspec.UnsetType = OMITTED
+    description: str | msgspec.UnsetType | None = OMITTED
+    category: str | msgspec.UnsetType | None = OMITTED
     current_value: str
     options: tuple[g.SessionConfigSelectOption, ...]
-    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+    meta: dict[str, Any] | msgspec.UnsetType | None = OMITTED
 
 
 class _WireGroupedSelect(
@@ -518,11 +517,11 @@ class _WireGroupedSelect(
 ):
     id: str
     name: str
-    description: str | None | msgspec.UnsetType = OMITTED
-    category: str | None | msgspec.UnsetType = OMITTED
+    description: str | msgspec.UnsetType | None = OMITTED
+    category: str | msgspec.UnsetType | None = OMITTED
     current_value: str
     options: tuple[g.SessionConfigSelectGroup, ...]
-    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+    meta: dict[str, Any] | msgspec.UnsetType | None = OMITTED
 
 
 class _WireBoolean(
@@ -536,10 +535,10 @@ class _WireBoolean(
 ):
     id: str
     name: str
-    description: str | None | msgspec.UnsetType = OMITTED
-    category: str | None | msgspec.UnsetType = OMITTED
+    description: str | msgspec.UnsetType | None = OMITTED
+    category: str | msgspec.UnsetType | None = OMITTED
     current_value: bool
-    meta: dict[str, Any] | None | msgspec.UnsetType = OMITTED
+    meta: dict[str, Any] | msgspec.UnsetType | None = OMITTED
 
 
 _CATEGORIES = {c.value: c for c in g.SessionConfigOptionCategory}
@@ -556,11 +555,15 @@ def _fast_config_option(v: Any) -> g.SessionConfigOption:
     if t == "select":
         opts = v.get("options")
         grouped = type(opts) is list and bool(opts) and type(opts[0]) is dict and "group" in opts[0]
-        w = _convert(v, _WireGroupedSelect if grouped else _WireSelect)
-        kind = g.SessionConfigSelect(current_value=w.current_value, options=w.options)
+        sel: _WireSelect | _WireGroupedSelect = (
+            _convert(v, _WireGroupedSelect) if grouped else _convert(v, _WireSelect)
+        )
+        kind = g.SessionConfigSelect(current_value=sel.current_value, options=sel.options)
+        w = sel
     elif t == "boolean":
-        w = _convert(v, _WireBoolean)
-        kind = g.SessionConfigBoolean(current_value=w.current_value)
+        flag: _WireBoolean = _convert(v, _WireBoolean)
+        kind = g.SessionConfigBoolean(current_value=flag.current_value)
+        w = flag
     else:
         raise ValueError("not a known config option type")
     cat = w.category

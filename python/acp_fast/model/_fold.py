@@ -247,73 +247,31 @@ class _Bucket:
         return _Bucket(new_entries, new, index)
 
 
-class SessionState:
-    """The folded state of one session (model.md §6). Immutable; ``apply`` returns a new one."""
+def _empty_bucket() -> _Bucket:
+    return _Bucket(Seq(), None, {})
 
-    __slots__ = (
-        "_agent",
-        "_calls_index",
-        "_thought",
-        "_user",
-        "available_commands",
-        "config_options",
-        "current_mode_id",
-        "issues",
-        "known_modes",
-        "plan",
-        "session_title",
-        "session_updated_at",
-        "tool_calls",
-        "usage",
-    )
 
-    known_modes: tuple[str, ...]
-    tool_calls: Seq[g.ToolCall]
-    plan: g.Plan | None
-    available_commands: tuple[g.AvailableCommand, ...]
-    current_mode_id: str | None
-    config_options: tuple[g.SessionConfigOption, ...]
-    session_title: Nullable[str]
-    session_updated_at: Nullable[str]
-    usage: g.UsageUpdate | None
-    issues: Seq[FoldIssue]
-    _user: _Bucket
-    _agent: _Bucket
-    _thought: _Bucket
-    _calls_index: dict[str, int]
+class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
+    """The folded state of one session (model.md §6). Immutable; ``apply`` returns a new one.
 
-    _PUBLIC = (
-        "known_modes",
-        "user_messages",
-        "agent_messages",
-        "agent_thoughts",
-        "tool_calls",
-        "plan",
-        "available_commands",
-        "current_mode_id",
-        "config_options",
-        "session_title",
-        "session_updated_at",
-        "usage",
-        "issues",
-    )
+    A Struct so that each apply is one C-level ``replace``; the underscored fields are the
+    shared internals (message buckets, the tool-call index) and take no part in equality.
+    """
 
-    def __init__(self, known_modes: Iterable[str] = ()) -> None:
-        s = object.__setattr__
-        s(self, "known_modes", tuple(known_modes))
-        s(self, "_user", _Bucket(Seq(), None, {}))
-        s(self, "_agent", _Bucket(Seq(), None, {}))
-        s(self, "_thought", _Bucket(Seq(), None, {}))
-        s(self, "tool_calls", Seq())
-        s(self, "_calls_index", {})
-        s(self, "plan", None)
-        s(self, "available_commands", ())
-        s(self, "current_mode_id", None)
-        s(self, "config_options", ())
-        s(self, "session_title", OMITTED)
-        s(self, "session_updated_at", OMITTED)
-        s(self, "usage", None)
-        s(self, "issues", Seq())
+    known_modes: tuple[str, ...] = ()
+    tool_calls: Seq[g.ToolCall] = msgspec.field(default_factory=Seq)
+    plan: g.Plan | None = None
+    available_commands: tuple[g.AvailableCommand, ...] = ()
+    current_mode_id: str | None = None
+    config_options: tuple[g.SessionConfigOption, ...] = ()
+    session_title: Nullable[str] = OMITTED
+    session_updated_at: Nullable[str] = OMITTED
+    usage: g.UsageUpdate | None = None
+    issues: Seq[FoldIssue] = msgspec.field(default_factory=Seq)
+    _user: _Bucket = msgspec.field(default_factory=_empty_bucket)
+    _agent: _Bucket = msgspec.field(default_factory=_empty_bucket)
+    _thought: _Bucket = msgspec.field(default_factory=_empty_bucket)
+    _calls_index: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def user_messages(self) -> Seq[Message]:
@@ -327,28 +285,19 @@ class SessionState:
     def agent_thoughts(self) -> Seq[Message]:
         return self._thought.messages()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("SessionState is immutable")
-
     def _copy(self, **changes: Any) -> SessionState:
-        new = object.__new__(SessionState)
-        for name in SessionState.__slots__:
-            object.__setattr__(new, name, changes.get(name, getattr(self, name)))
-        return new
+        return msgspec.structs.replace(self, **changes)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionState):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in SessionState._PUBLIC)
+        return all(getattr(self, n) == getattr(other, n) for n in _PUBLIC)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{n}={getattr(self, n)!r}" for n in SessionState._PUBLIC)
+        parts = ", ".join(f"{n}={getattr(self, n)!r}" for n in _PUBLIC)
         return f"SessionState({parts})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_state, ({n: getattr(self, n) for n in SessionState.__slots__},))
 
     def tool_call(self, tool_call_id: str) -> g.ToolCall | None:
         pos = self._calls_index.get(tool_call_id)
@@ -362,13 +311,26 @@ class SessionState:
         return session_update_apply(self, update, strict=strict)
 
 
-def _rebuild_state(fields: dict[str, Any]) -> SessionState:
-    return SessionState()._copy(**fields)
+_PUBLIC = (
+    "known_modes",
+    "user_messages",
+    "agent_messages",
+    "agent_thoughts",
+    "tool_calls",
+    "plan",
+    "available_commands",
+    "current_mode_id",
+    "config_options",
+    "session_title",
+    "session_updated_at",
+    "usage",
+    "issues",
+)
 
 
 def session_update_fold(known_modes: Iterable[str] = ()) -> SessionState:
     """The empty state of a session whose modes are ``known_modes``."""
-    return SessionState(known_modes)
+    return SessionState(known_modes=tuple(known_modes))
 
 
 _TCU_FIELDS = ("kind", "status", "content", "locations", "raw_input", "raw_output", "meta")
@@ -471,7 +433,7 @@ def fold_updates(
     updates: Iterable[Any], *, known_modes: Iterable[str] = (), strict: bool = True
 ) -> SessionState:
     """Fold model updates (or ``acp.Update`` items, decoded with the same ``strict``)."""
-    st = SessionState(known_modes)
+    st = session_update_fold(known_modes)
     for u in updates:
         if not isinstance(u, (msgspec.Struct,)):
             u = u.decode(strict=strict)
