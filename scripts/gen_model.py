@@ -445,6 +445,9 @@ class Gen:
             lines.append(f'    """{doc}"""\n')
         if tag and tag[1] == "sessionUpdate":
             lines.append(f"    SESSION_UPDATE: ClassVar[str] = {tag[2]!r}")
+            lines.append("\n    @property")
+            lines.append("    def update_kind(self) -> UpdateKind:")
+            lines.append("        return update_kind_of(self.SESSION_UPDATE)\n")
         if custom:
             lines.append(f"    __slots__ = ({''.join(repr(f[0]) + ', ' for f in fields)})")
         for attr, _wire, ann, _spec, req, nullable, _doe, _skip, _default in fields:
@@ -518,7 +521,11 @@ from ._base import (
     Opt,
     check_u64,
     hook_marker,
-)'''
+    update_kind_of,
+)
+
+if TYPE_CHECKING:
+    from .._types import UpdateKind'''
 
 UNION_ALIASES_HEAD = (
     "\n\n# Unions: the tagged ones are msgspec-native; the others resolve in model/_codec.py."

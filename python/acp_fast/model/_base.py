@@ -19,6 +19,9 @@ from msgspec import UnsetType as Omitted
 
 from .._errors import AcpError
 
+if TYPE_CHECKING:
+    from .._types import UpdateKind
+
 __all__ = [
     "B64",
     "I32",
@@ -41,6 +44,7 @@ __all__ = [
     "ProtocolDecodeError",
     "check_u64",
     "hook_marker",
+    "update_kind_of",
 ]
 
 T = TypeVar("T")
@@ -101,6 +105,14 @@ def check_u64(obj: Any, *attrs: str) -> None:
         v = getattr(obj, a)
         if type(v) is int and v > U64_MAX:
             raise ValueError(f"{a} is out of the uint64 range")
+
+
+def update_kind_of(tag: str) -> UpdateKind:
+    """The facade's ``acp.UpdateKind`` of a ``sessionUpdate`` tag (imported late: the facade
+    imports the Rust core, the model does not need it to decode)."""
+    from .._types import UpdateKind
+
+    return UpdateKind(tag)
 
 
 class FieldSpec(NamedTuple):

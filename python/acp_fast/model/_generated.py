@@ -25,7 +25,11 @@ from ._base import (
     Opt,
     check_u64,
     hook_marker,
+    update_kind_of,
 )
+
+if TYPE_CHECKING:
+    from .._types import UpdateKind
 
 
 class ToolKind(enum.StrEnum):
@@ -160,6 +164,11 @@ class ToolCallUpdate(
     """An update to an existing tool call."""
 
     SESSION_UPDATE: ClassVar[str] = 'tool_call_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     tool_call_id: str
     kind: Nullable[ToolKind] = OMITTED
     status: Nullable[ToolCallStatus] = OMITTED
@@ -789,6 +798,11 @@ class ToolCall(
     """Represents a tool call that the language model has requested."""
 
     SESSION_UPDATE: ClassVar[str] = 'tool_call'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     tool_call_id: str
     title: str
     kind: Opt[ToolKind] = OMITTED
@@ -819,6 +833,11 @@ class Plan(
     """An execution plan for accomplishing complex tasks."""
 
     SESSION_UPDATE: ClassVar[str] = 'plan'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     entries: tuple[PlanEntry, ...]
     meta: Nullable[JsonObject] = OMITTED
 
@@ -849,6 +868,11 @@ class AvailableCommandsUpdate(
     """Available commands are ready or have changed"""
 
     SESSION_UPDATE: ClassVar[str] = 'available_commands_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     available_commands: tuple[AvailableCommand, ...]
     meta: Nullable[JsonObject] = OMITTED
 
@@ -863,6 +887,11 @@ class CurrentModeUpdate(
     """The current mode of the session has changed"""
 
     SESSION_UPDATE: ClassVar[str] = 'current_mode_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     current_mode_id: str
     meta: Nullable[JsonObject] = OMITTED
 
@@ -877,6 +906,11 @@ class ConfigOptionUpdate(
     """Session configuration options have been updated."""
 
     SESSION_UPDATE: ClassVar[str] = 'config_option_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     config_options: tuple[SessionConfigOption, ...]
     meta: Nullable[JsonObject] = OMITTED
 
@@ -891,6 +925,11 @@ class SessionInfoUpdate(
     """Update to session metadata. All fields are optional to support partial updates."""
 
     SESSION_UPDATE: ClassVar[str] = 'session_info_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     title: Nullable[str] = OMITTED
     updated_at: Nullable[str] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
@@ -914,6 +953,11 @@ class UsageUpdate(
     """Context window and cost update for a session."""
 
     SESSION_UPDATE: ClassVar[str] = 'usage_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     used: U64
     size: U64
     cost: Nullable[Cost] = OMITTED
@@ -1329,6 +1373,11 @@ class UserMessageChunk(
     """A streamed item of content"""
 
     SESSION_UPDATE: ClassVar[str] = 'user_message_chunk'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     content: ContentBlock
     message_id: Nullable[str] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
@@ -1344,6 +1393,11 @@ class AgentMessageChunk(
     """A streamed item of content"""
 
     SESSION_UPDATE: ClassVar[str] = 'agent_message_chunk'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     content: ContentBlock
     message_id: Nullable[str] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
@@ -1359,6 +1413,11 @@ class AgentThoughtChunk(
     """A streamed item of content"""
 
     SESSION_UPDATE: ClassVar[str] = 'agent_thought_chunk'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of(self.SESSION_UPDATE)
+
     content: ContentBlock
     message_id: Nullable[str] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
