@@ -409,3 +409,42 @@ def test_generated_code_is_up_to_date() -> None:
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, str(root / "scripts" / "gen_model.py"), "--check"],
                    check=True)
+
+
+# -- elicitation (§3 discriminators `mode`/`action`, content only on accept, §4 to_json) ------
+
+FORM = {"mode": "form", "message": "Name?", "requestedSchema": {"type": "object"},
+        "sessionId": "s", "toolCallId": None}
+
+
+def test_elicitation_params_round_trip_and_discriminate_on_mode() -> None:
+    req = m.decode_message({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
+                            "params": FORM})
+    assert isinstance(req.params, m.ElicitationFormParams)  # type: ignore[union-attr]
+    assert req.params.to_json() == FORM  # type: ignore[union-attr]
+    url = {"mode": "url", "message": "Go", "elicitationId": "e", "url": "https://x",
+           "requestId": 4}
+    p = m.ElicitationUrlParams.from_json(url)
+    assert p.scope == m.ElicitationRequestScope(request_id=4) and p.to_json() == url
+    fails(m.ElicitationFormParams, {**FORM, "mode": "voice"}, K.INVALID_DISCRIMINATOR, "$.mode")
+    fails(m.ElicitationFormParams, {**FORM, "requestId": 1}, K.INVALID_FIELD, "$")
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_elicitation_result_content_only_on_accept(action: str) -> None:
+    fails(m.ElicitationCreateResult, {"action": action, "content": {}}, K.INVALID_FIELD,
+          "$.content")
+    lenient = m.ElicitationCreateResult.from_json({"action": action, "content": {}},
+                                                  strict=False)
+    assert lenient.content is m.OMITTED
+    with pytest.raises(m.ProtocolDecodeError) as info:
+        m.ElicitationCreateResult(action=m.ElicitationAction(action), content={}).to_json()
+    assert (info.value.kind, info.value.path) == (K.INVALID_FIELD, "$.content")
+
+
+def test_elicitation_result_accept_and_unknown_action() -> None:
+    raw = {"action": "accept", "content": {"a": 1, "b": ["x"], "c": True}}
+    assert m.ElicitationCreateResult.from_json(raw).to_json() == raw
+    fails(m.ElicitationCreateResult, {"action": "shrug"}, K.INVALID_DISCRIMINATOR, "$.action")
+    fails(m.ElicitationCreateResult, {"action": "accept", "content": {"a": {}}},
+          K.INVALID_FIELD, "$.content.a")

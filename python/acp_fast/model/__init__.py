@@ -23,6 +23,15 @@ from ._codec import (
     session_update_to_json,
     stringify_json,
 )
+from ._elicitation import (
+    ElicitationAction,
+    ElicitationCreateParams,
+    ElicitationCreateResult,
+    ElicitationFormParams,
+    ElicitationRequestScope,
+    ElicitationSessionScope,
+    ElicitationUrlParams,
+)
 from ._fold import (
     DuplicateToolCall,
     FoldIssue,
@@ -58,6 +67,13 @@ __all__ = [
     "OMITTED",
     "DecodeErrorKind",
     "DuplicateToolCall",
+    "ElicitationAction",
+    "ElicitationCreateParams",
+    "ElicitationCreateResult",
+    "ElicitationFormParams",
+    "ElicitationRequestScope",
+    "ElicitationSessionScope",
+    "ElicitationUrlParams",
     "FoldIssue",
     "InvalidTimestamp",
     "Json",

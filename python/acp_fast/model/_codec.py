@@ -395,7 +395,14 @@ def _dec_union(name: str, v: Any, path: str, strict: bool) -> Any:
             raise _err(K.INVALID_FIELD, path, "a select mixes grouped and ungrouped options")
         item = g.SessionConfigSelectGroup if grouped and grouped[0] else g.SessionConfigSelectOption
         return tuple(_dec_class(item, x, f"{path}[{i}]", strict) for i, x in enumerate(v))
+    extra = _EXTRA_UNIONS.get(name)
+    if extra is not None:
+        return extra(v, path, strict)
     raise AssertionError(f"unknown union {name}")
+
+
+# Unions defined outside the generated module (elicitation) register their decoder here.
+_EXTRA_UNIONS: dict[str, Callable[[Any, str, bool], Any]] = {}
 
 
 # -- the custom classes ---------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ._codec import (
     parse_json,
     session_update_from_json,
 )
+from ._elicitation import ElicitationCreateResult
 
 K = DecodeErrorKind
 
@@ -58,7 +59,8 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
 RpcMessage = Request | Notification | Response
 
 # method -> (params class, result class or None for a notification); from meta.json.
-METHODS: dict[str, tuple[type[Any] | None, type[Any] | None]] = {
+# A str names a union decoded by the reference walker (no single class to hand msgspec).
+METHODS: dict[str, tuple[type[Any] | str | None, type[Any] | None]] = {
     "initialize": (g.InitializeParams, g.InitializeResult),
     "authenticate": (g.AuthenticateParams, g.AuthenticateResult),
     "logout": (g.LogoutParams, g.LogoutResult),
@@ -84,8 +86,7 @@ METHODS: dict[str, tuple[type[Any] | None, type[Any] | None]] = {
     "terminal/release": (g.TerminalReleaseParams, g.TerminalReleaseResult),
     "terminal/wait_for_exit": (g.TerminalWaitForExitParams, g.TerminalWaitForExitResult),
     "terminal/kill": (g.TerminalKillParams, g.TerminalKillResult),
-    # Elicitation bodies are not modelled yet: params and result stay JSON.
-    "elicitation/create": (None, None),
+    "elicitation/create": ("ElicitationCreateParams", ElicitationCreateResult),
     "elicitation/complete": (g.ElicitationCompleteParams, None),
     "$/cancel_request": (g.CancelRequestParams, None),
 }
@@ -95,9 +96,11 @@ _NOTIFICATION_KEYS = frozenset(("jsonrpc", "method", "params"))
 _RESPONSE_KEYS = frozenset(("jsonrpc", "id", "result", "error"))
 
 
-def _typed(cls: type[Any] | None, value: Any, path: str, strict: bool) -> Any:
+def _typed(cls: type[Any] | str | None, value: Any, path: str, strict: bool) -> Any:
     if cls is None:
         return value
+    if isinstance(cls, str):
+        return _dec(("u", cls), value, path, strict)
     return _decode_spec(cls, ("c", cls), value, strict, path)
 
 
