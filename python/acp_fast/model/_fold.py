@@ -19,6 +19,7 @@ from .._errors import AcpError
 from . import _generated as g
 from ._base import OMITTED, Nullable
 from ._codec import UnknownUpdate
+from ._pvec import PVec
 
 T = TypeVar("T")
 
@@ -39,11 +40,15 @@ __all__ = [
 
 
 class Seq(Sequence[T]):
-    """An immutable sequence; equal to a tuple or Seq with the same items; pickles."""
+    """An immutable sequence; equal to a tuple or Seq with the same items; pickles.
+
+    Backed by a length-bounded view of an append-only list (messages, blocks: O(1) appends
+    from the newest state) or by a persistent vector (tool calls: replacements in place).
+    """
 
     __slots__ = ("_buf", "_n")
 
-    _buf: list[T]
+    _buf: list[T] | PVec[T]
     _n: int
 
     def __init__(self, items: Iterable[T] = ()) -> None:
@@ -52,7 +57,7 @@ class Seq(Sequence[T]):
         object.__setattr__(self, "_n", len(buf))
 
     @classmethod
-    def _view(cls, buf: list[T], n: int) -> Seq[T]:
+    def _view(cls, buf: list[T] | PVec[T], n: int) -> Seq[T]:
         s = object.__new__(cls)
         object.__setattr__(s, "_buf", buf)
         object.__setattr__(s, "_n", n)
@@ -63,13 +68,19 @@ class Seq(Sequence[T]):
 
     def appended(self, item: T) -> Seq[T]:
         buf, n = self._buf, self._n
+        if type(buf) is PVec:
+            return Seq._view(buf.appended(item), n + 1)
+        assert isinstance(buf, list)
         if len(buf) == n:  # the newest view of this buffer: extend it in place
             buf.append(item)
             return Seq._view(buf, n + 1)
         return Seq._view([*buf[:n], item], n + 1)
 
     def replaced(self, index: int, item: T) -> Seq[T]:
-        buf = self._buf[: self._n]
+        src = self._buf
+        if isinstance(src, PVec):
+            return Seq._view(src.replaced(index, item), self._n)
+        buf = src[: self._n]
         buf[index] = item
         return Seq._view(buf, self._n)
 
@@ -82,7 +93,7 @@ class Seq(Sequence[T]):
     def __getitem__(self, i: slice) -> tuple[T, ...]: ...
     def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
         if isinstance(i, slice):
-            return tuple(self._buf[: self._n][i])
+            return tuple(self)[i]
         n = self._n
         if i < 0:
             i += n
@@ -92,12 +103,18 @@ class Seq(Sequence[T]):
 
     def __iter__(self) -> Iterator[T]:
         buf = self._buf
-        for i in range(self._n):
-            yield buf[i]
+        if type(buf) is PVec:
+            return iter(buf)
+        assert isinstance(buf, list)
+        return iter(buf[: self._n]) if len(buf) != self._n else iter(buf)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Seq):
-            return self._n == other._n and self._buf[: self._n] == other._buf[: other._n]
+            if self._n != other._n:
+                return False
+            if type(self._buf) is list and type(other._buf) is list:
+                return self._buf[: self._n] == other._buf[: other._n]
+            return tuple(self) == tuple(other)
         if isinstance(other, tuple):
             return self._n == len(other) and tuple(self) == other
         return NotImplemented
@@ -251,6 +268,25 @@ def _empty_bucket() -> _Bucket:
     return _Bucket(Seq(), None, {})
 
 
+def _empty_calls() -> Seq[g.ToolCall]:
+    return Seq._view(PVec(), 0)
+
+
+class _Index:
+    """Tool call id -> position, shared by a lineage of states: only the state holding the
+    current owner token may extend it in place; any other copies it (a branch)."""
+
+    __slots__ = ("map", "owner")
+
+    def __init__(self, mapping: dict[str, int], owner: object) -> None:
+        self.map = mapping
+        self.owner = owner
+
+
+def _new_index() -> _Index:
+    return _Index({}, None)
+
+
 class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     """The folded state of one session (model.md §6). Immutable; ``apply`` returns a new one.
 
@@ -259,7 +295,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     """
 
     known_modes: tuple[str, ...] = ()
-    tool_calls: Seq[g.ToolCall] = msgspec.field(default_factory=Seq)
+    tool_calls: Seq[g.ToolCall] = msgspec.field(default_factory=_empty_calls)
     plan: g.Plan | None = None
     available_commands: tuple[g.AvailableCommand, ...] = ()
     current_mode_id: str | None = None
@@ -271,7 +307,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     _user: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _agent: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _thought: _Bucket = msgspec.field(default_factory=_empty_bucket)
-    _calls_index: dict[str, int] = msgspec.field(default_factory=dict)
+    _calls_index: _Index = msgspec.field(default_factory=_new_index)
+    _calls_token: object = None
 
     @property
     def user_messages(self) -> Seq[Message]:
@@ -300,10 +337,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
         return f"SessionState({parts})"
 
     def tool_call(self, tool_call_id: str) -> g.ToolCall | None:
-        pos = self._calls_index.get(tool_call_id)
-        if pos is None or pos >= len(self.tool_calls):
-            return None
-        return self.tool_calls[pos]
+        pos = _call_position(self, tool_call_id)
+        return None if pos is None else self.tool_calls[pos]
 
     def apply(
         self, update: g.SessionUpdate | UnknownUpdate, *, strict: bool = True
@@ -340,6 +375,15 @@ def _issue(st: SessionState, error: SessionUpdateFoldError, action: str) -> Seq[
     return st.issues.appended(FoldIssue(error=error, action=action))  # type: ignore[arg-type]
 
 
+def _call_position(state: SessionState, tool_call_id: str) -> int | None:
+    # The shared index may hold ids other states added: trust it only where it agrees.
+    pos = state._calls_index.map.get(tool_call_id)
+    calls = state.tool_calls
+    if pos is None or pos >= len(calls) or calls[pos].tool_call_id != tool_call_id:
+        return None
+    return pos
+
+
 def session_update_apply(
     state: SessionState, update: g.SessionUpdate | UnknownUpdate, *, strict: bool = True
 ) -> SessionState:
@@ -358,26 +402,30 @@ def session_update_apply(
         return state._copy(**{slot: bucket.add(u.message_id, u.content)})
     if t is g.ToolCall:
         call: g.ToolCall = update  # type: ignore[assignment]
-        pos = state._calls_index.get(call.tool_call_id)
+        pos = _call_position(state, call.tool_call_id)
         calls = state.tool_calls
-        if pos is not None and pos < len(calls):
+        if pos is not None:
             err = DuplicateToolCall(call.tool_call_id)
             if strict:
                 raise err
             return state._copy(
                 tool_calls=calls.replaced(pos, call), issues=_issue(state, err, "replaced")
             )
-        new_calls = calls.appended(call)
-        index = state._calls_index
-        if new_calls._buf is not calls._buf:
-            index = {k: v for k, v in index.items() if v < len(calls)}
-        index[call.tool_call_id] = len(calls)
-        return state._copy(tool_calls=new_calls, _calls_index=index)
+        index, token = state._calls_index, object()
+        if index.owner is not state._calls_token:  # another state extended it: branch
+            index = _Index(
+                {k: v for k, v in index.map.items() if _call_position(state, k) == v}, None
+            )
+        index.map[call.tool_call_id] = len(calls)
+        index.owner = token
+        return state._copy(
+            tool_calls=calls.appended(call), _calls_index=index, _calls_token=token
+        )
     if t is g.ToolCallUpdate:
         tcu: g.ToolCallUpdate = update  # type: ignore[assignment]
-        pos = state._calls_index.get(tcu.tool_call_id)
+        pos = _call_position(state, tcu.tool_call_id)
         calls = state.tool_calls
-        if pos is None or pos >= len(calls):
+        if pos is None:
             err2 = UnknownToolCall(tcu.tool_call_id)
             if strict:
                 raise err2
