@@ -189,3 +189,36 @@ def test_a_strict_error_leaves_the_state_equal_to_before(us: list[Any]) -> None:
         except m.SessionUpdateFoldError:
             assert state == before  # unchanged, and still usable
     assert isinstance(state, m.SessionState)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=1500))
+def test_persistent_vector_matches_a_list_and_keeps_every_version(ops: list[Any]) -> None:
+    from acp_fast.model._pvec import PVec
+
+    vec: PVec[int] = PVec()
+    ref: list[int] = []
+    versions = []
+    for replace, x in ops:
+        if replace and ref:
+            i = x % len(ref)
+            vec, ref = vec.replaced(i, -x), [*ref[:i], -x, *ref[i + 1:]]
+        else:
+            vec, ref = vec.appended(x), [*ref, x]
+        versions.append((vec, ref))
+    for v, r in versions[:: max(1, len(versions) // 20)]:
+        assert list(v) == r and len(v) == len(r) and (not r or v[len(r) - 1] == r[-1])
+
+
+def test_tool_calls_branch_from_older_states() -> None:
+    base = fold(*(call(f"c{i}") for i in range(40)))
+    a = base.apply(call("x")).apply(m.ToolCallUpdate(tool_call_id="c3", title="A"))
+    b = base.apply(call("y")).apply(m.ToolCallUpdate(tool_call_id="c3", title="B"))
+    assert base.tool_call("c3").title == "t"  # type: ignore[union-attr]
+    assert a.tool_call("c3").title == "A" and b.tool_call("c3").title == "B"  # type: ignore[union-attr]
+    assert a.tool_call("y") is None and b.tool_call("x") is None
+    assert a.tool_call("x") is not None and b.tool_call("y") is not None
+    assert [c.tool_call_id for c in b.tool_calls][-1] == "y" and len(a.tool_calls) == 41
+    with pytest.raises(m.DuplicateToolCall):
+        b.apply(call("y"))
+    assert a.apply(call("y")).tool_call("y") is not None

@@ -15,10 +15,11 @@ from ._corpus import messages, transcript_files
 # Counted over both transcript folders (the test data and the shared copy are the same runs).
 KNOWN_STRICT_FAILURES = {
     "unknown_field at $.result.models",  # session/new: unstable model selector
-    "unknown_field at $.result.agentCapabilities.sessionCapabilities.fork",  # unstable
-    "unknown_field at $.result.agentCapabilities.mcpCapabilities.acp",  # claude: ACP-over-MCP
+    "unknown_field at $.result.agentCapabilities.sessionCapabilities.fork",  # claude-agent-acp
+    "unknown_field at $.result.agentCapabilities.mcpCapabilities.acp",  # codex-acp
     "unknown_field at $.result.usage",  # session/prompt: unstable usage in PromptResponse
-    "unknown_field at $.params.update.name",  # codex tool_call_update: an extra `name`
+    "unknown_field at $.params.update.name",  # an extra `name`: claude-agent-acp 0.10.1 tool_call,
+    # codex-acp tool_call_update
 }
 
 
