@@ -648,10 +648,22 @@ def _decode_spec(t: Any, spec: tuple[Any, ...], value: Any, strict: bool, path: 
 def session_update_from_json(
     value: Json | str | bytes, *, strict: bool = True, path: str = "$"
 ) -> g.SessionUpdate | UnknownUpdate:
-    out: g.SessionUpdate | UnknownUpdate = _decode_spec(
-        g.SessionUpdate, ("u", "SessionUpdate"), value, strict, path
-    )
+    if type(value) is dict:
+        # msgspec rebuilds a union's plan on every convert; one class's plan is cached.
+        cls = _UPDATE_CLASSES.get(value.get("sessionUpdate"))  # type: ignore[arg-type]
+        if cls is not None:
+            try:
+                update: g.SessionUpdate = msgspec.convert(value, cls, dec_hook=_dec_hook)
+                return update
+            except msgspec.ValidationError:
+                pass
+        out: g.SessionUpdate | UnknownUpdate = _dec(("u", "SessionUpdate"), value, path, strict)
+        return out
+    out = _decode_spec(g.SessionUpdate, ("u", "SessionUpdate"), value, strict, path)
     return out
+
+
+_UPDATE_CLASSES: dict[str, type[Any]] = g.UNIONS["SessionUpdate"][1]
 
 
 def decode_value(spec: tuple[Any, ...], value: Any, path: str, strict: bool) -> Any:
