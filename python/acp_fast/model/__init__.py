@@ -20,7 +20,6 @@ from ._codec import (
     parse_json,
     replace,
     session_update_from_json,
-    session_update_to_json,
     stringify_json,
 )
 from ._elicitation import (
@@ -32,6 +31,7 @@ from ._elicitation import (
     ElicitationSessionScope,
     ElicitationUrlParams,
 )
+from ._encode import session_update_to_json
 from ._fold import (
     DuplicateToolCall,
     FoldIssue,

@@ -187,7 +187,7 @@ else:
             return decode_as(cls, value, strict=strict, path=path)
 
         def to_json(self):
-            from ._codec import to_builtins
+            from ._encode import to_builtins
 
             return to_builtins(self)
 
@@ -250,7 +250,7 @@ class Custom:
         return decode_as(cls, value, strict=strict, path=path)
 
     def to_json(self) -> dict[str, Any]:
-        from ._codec import to_builtins
+        from ._encode import to_builtins
 
         out: dict[str, Any] = to_builtins(self)
         return out

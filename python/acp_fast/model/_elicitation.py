@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from . import _codec as c
+from . import _encode as e
 from ._base import (
     OMITTED,
     Custom,
@@ -278,7 +279,7 @@ for _cls in (ElicitationFormParams, ElicitationUrlParams):
     c._HOOKS[_cls] = _hook(_dec_params)
 c._SPECIAL[ElicitationCreateResult] = _dec_result
 c._HOOKS[ElicitationCreateResult] = _hook(_dec_result)
-c._CUSTOM_ENCODERS[ElicitationFormParams] = _enc_form
-c._CUSTOM_ENCODERS[ElicitationUrlParams] = _enc_url
-c._CUSTOM_ENCODERS[ElicitationCreateResult] = _enc_result
+e._CUSTOM_ENCODERS[ElicitationFormParams] = _enc_form
+e._CUSTOM_ENCODERS[ElicitationUrlParams] = _enc_url
+e._CUSTOM_ENCODERS[ElicitationCreateResult] = _enc_result
 c._EXTRA_UNIONS["ElicitationCreateParams"] = _dec_union_params
