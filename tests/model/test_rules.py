@@ -448,3 +448,16 @@ def test_elicitation_result_accept_and_unknown_action() -> None:
     fails(m.ElicitationCreateResult, {"action": "shrug"}, K.INVALID_DISCRIMINATOR, "$.action")
     fails(m.ElicitationCreateResult, {"action": "accept", "content": {"a": {}}},
           K.INVALID_FIELD, "$.content.a")
+
+
+def test_host_params_strict_types_unknown_keys_allowed() -> None:
+    raw = {"sessionId": "s", "path": "/w/a.txt", "line": 2, "future": True}
+    p = m.decode_host_params(m.ReadTextFileParams, raw)
+    assert p.path == "/w/a.txt" and p.line == 2
+    assert m.decode_host_params(m.ReadTextFileParams, json.dumps(raw).encode()) == p
+    for bad, kind, path in [({**raw, "line": -1}, K.INVALID_FIELD, "$.line"),
+                            ({**raw, "path": "a.txt"}, K.INVALID_PATH, "$.path"),
+                            ({"path": "/a"}, K.MISSING_FIELD, "$.sessionId")]:
+        with pytest.raises(m.ProtocolDecodeError) as info:
+            m.decode_host_params(m.ReadTextFileParams, bad)
+        assert (info.value.kind, info.value.path) == (kind, path)

@@ -17,6 +17,7 @@ from ._base import (
 )
 from ._codec import (
     UnknownUpdate,
+    decode_host_params,
     parse_json,
     replace,
     session_update_from_json,
@@ -94,6 +95,7 @@ __all__ = [
     "UnknownToolCall",
     "UnknownUpdate",
     "apply",
+    "decode_host_params",
     "decode_message",
     "decode_permission_request",
     "decode_update",

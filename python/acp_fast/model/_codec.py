@@ -33,9 +33,15 @@ from ._base import (
 K = DecodeErrorKind
 T = TypeVar("T")
 
+# The walker's `strict` is an int: 0/False lenient, 1/True strict, STRICT_TYPES = the strict
+# type rules with unknown keys allowed (host requests, host.md §2).
+STRICT = 1
+STRICT_TYPES = 2
+
 __all__ = [
     "UnknownUpdate",
     "decode_as",
+    "decode_host_params",
     "parse_json",
     "session_update_from_json",
     "stringify_json",
@@ -97,7 +103,7 @@ def is_base64(text: str) -> bool:
     return True
 
 
-def _dec(spec: tuple[Any, ...], v: Any, path: str, strict: bool, skip: bool = False) -> Any:
+def _dec(spec: tuple[Any, ...], v: Any, path: str, strict: int, skip: bool = False) -> Any:
     k = spec[0]
     if v is None and k not in ("j", "rid"):
         raise _err(K.INVALID_FIELD, path, "null is not allowed here")
@@ -188,7 +194,7 @@ def _dec(spec: tuple[Any, ...], v: Any, path: str, strict: bool, skip: bool = Fa
 
 
 def _dec_fields(
-    specs: tuple[FieldSpec, ...], v: dict[str, Any], path: str, strict: bool
+    specs: tuple[FieldSpec, ...], v: dict[str, Any], path: str, strict: int
 ) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     for f in specs:
@@ -227,7 +233,7 @@ _KNOWN: dict[type[Any], frozenset[str]] = {
 
 
 def _dec_class(
-    cls: type[T], v: Any, path: str, strict: bool, *, allow_tag: bool = True
+    cls: type[T], v: Any, path: str, strict: int, *, allow_tag: bool = True
 ) -> T:
     if type(v) is not dict:
         raise _err(K.EXPECTED_OBJECT, path)
@@ -244,7 +250,7 @@ def _dec_class(
         if t != tag[1]:
             raise _err(K.INVALID_DISCRIMINATOR, f"{path}.{tag[0]}", None, _show(t))
         known = known | {tag[0]}
-    if strict:
+    if strict == STRICT:
         _check_unknown(v, known, path)
     return cls(**kw)
 
@@ -268,7 +274,7 @@ def _without(v: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: x for k, x in v.items() if k != key}
 
 
-def _dec_union(name: str, v: Any, path: str, strict: bool) -> Any:
+def _dec_union(name: str, v: Any, path: str, strict: int) -> Any:
     native = g.UNIONS.get(name)
     if native is not None:
         field, table = native
@@ -325,7 +331,7 @@ def _dec_union(name: str, v: Any, path: str, strict: bool) -> Any:
 
 
 # Unions defined outside the generated module (elicitation) register their decoder here.
-_EXTRA_UNIONS: dict[str, Callable[[Any, str, bool], Any]] = {}
+_EXTRA_UNIONS: dict[str, Callable[[Any, str, int], Any]] = {}
 
 
 # -- the custom classes ---------------------------------------------------------------------
@@ -334,7 +340,7 @@ _OPTION_BASE = g.SPECS[g.SessionConfigOption][:-2]  # id, name, description, cat
 _OPTION_META = g.SPECS[g.SessionConfigOption][-1:]
 
 
-def _dec_config_option(v: dict[str, Any], path: str, strict: bool) -> g.SessionConfigOption:
+def _dec_config_option(v: dict[str, Any], path: str, strict: int) -> g.SessionConfigOption:
     kw = _dec_fields(_OPTION_BASE, v, path, strict)
     t = _tag_of(v, "type", path)
     if t is None:
@@ -348,7 +354,7 @@ def _dec_config_option(v: dict[str, Any], path: str, strict: bool) -> g.SessionC
         raise _err(K.INVALID_DISCRIMINATOR, f"{path}.type", None, t)
     kind = kind_cls(**_dec_fields(g.SPECS[kind_cls], v, path, strict))
     kw.update(_dec_fields(_OPTION_META, v, path, strict))
-    if strict:
+    if strict == STRICT:
         _check_unknown(v, _KNOWN[g.SessionConfigOption] | _KNOWN[kind_cls] | {"type"}, path)
     return g.SessionConfigOption(kind=kind, **kw)
 
@@ -358,7 +364,7 @@ _SET_META = g.SPECS[g.SetSessionConfigOptionParams][-1:]
 
 
 def _dec_set_config(
-    v: dict[str, Any], path: str, strict: bool
+    v: dict[str, Any], path: str, strict: int
 ) -> g.SetSessionConfigOptionParams:
     kw = _dec_fields(_SET_BASE, v, path, strict)
     t = _tag_of(v, "type", path)
@@ -375,12 +381,12 @@ def _dec_set_config(
     else:
         raise _err(K.INVALID_DISCRIMINATOR, f"{path}.type", None, t)
     kw.update(_dec_fields(_SET_META, v, path, strict))
-    if strict:
+    if strict == STRICT:
         _check_unknown(v, _KNOWN[g.SetSessionConfigOptionParams] | {"type"}, path)
     return g.SetSessionConfigOptionParams(value=value, **kw)
 
 
-def _dec_permission(v: dict[str, Any], path: str, strict: bool) -> g.RequestPermissionRequest:
+def _dec_permission(v: dict[str, Any], path: str, strict: int) -> g.RequestPermissionRequest:
     specs = g.SPECS[g.RequestPermissionRequest]
     kw = _dec_fields(specs[:1], v, path, strict)
     if "toolCall" not in v:
@@ -389,12 +395,12 @@ def _dec_permission(v: dict[str, Any], path: str, strict: bool) -> g.RequestPerm
         g.ToolCallUpdate, v["toolCall"], f"{path}.toolCall", strict, allow_tag=False
     )
     kw.update(_dec_fields(specs[2:], v, path, strict))
-    if strict:
+    if strict == STRICT:
         _check_unknown(v, _KNOWN[g.RequestPermissionRequest], path)
     return g.RequestPermissionRequest(**kw)
 
 
-_SPECIAL: dict[type[Any], Callable[[dict[str, Any], str, bool], Any]] = {
+_SPECIAL: dict[type[Any], Callable[[dict[str, Any], str, int], Any]] = {
     g.SessionConfigOption: _dec_config_option,
     g.SetSessionConfigOptionParams: _dec_set_config,
     g.RequestPermissionRequest: _dec_permission,
@@ -553,7 +559,7 @@ def decode_as(cls: type[T], value: Any, *, strict: bool = True, path: str = "$")
     return _decode_spec(cls, ("c", cls), value, strict, path)  # type: ignore[no-any-return]
 
 
-def _decode_spec(t: Any, spec: tuple[Any, ...], value: Any, strict: bool, path: str) -> Any:
+def _decode_spec(t: Any, spec: tuple[Any, ...], value: Any, strict: int, path: str) -> Any:
     if isinstance(value, _TEXT):
         try:
             return fast_decoder(t).decode(value)
@@ -589,7 +595,13 @@ def session_update_from_json(
 _UPDATE_CLASSES: dict[str, type[Any]] = g.UNIONS["SessionUpdate"][1]
 
 
-def decode_value(spec: tuple[Any, ...], value: Any, path: str, strict: bool) -> Any:
+def decode_host_params(cls: type[T], value: Any, *, path: str = "$") -> T:
+    """Params of a request the host serves: the strict type rules, unknown keys allowed."""
+    out: T = _decode_spec(cls, ("c", cls), value, STRICT_TYPES, path)
+    return out
+
+
+def decode_value(spec: tuple[Any, ...], value: Any, path: str, strict: int) -> Any:
     """The reference decoder on an already-parsed value (no fast path)."""
     return _dec(spec, value, path, strict)
 

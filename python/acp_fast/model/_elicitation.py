@@ -23,7 +23,7 @@ from ._base import (
     Opt,
     ProtocolDecodeError,
 )
-from ._codec import _check_unknown, _dec, _dec_fields, _err, _tag_of
+from ._codec import STRICT, _check_unknown, _dec, _dec_fields, _err, _tag_of
 
 K = DecodeErrorKind
 
@@ -148,7 +148,7 @@ _SESSION = (
 _CONTENT_VALUE_INT = ("i", -(2**63), 2**63 - 1)
 
 
-def _scope(v: dict[str, Any], path: str, strict: bool) -> tuple[ElicitationScope, set[str]]:
+def _scope(v: dict[str, Any], path: str, strict: int) -> tuple[ElicitationScope, set[str]]:
     has_session, has_request = "sessionId" in v, "requestId" in v
     if has_session and has_request and strict:
         raise _err(K.INVALID_FIELD, path, "a scope is a session or a request, not both")
@@ -159,7 +159,7 @@ def _scope(v: dict[str, Any], path: str, strict: bool) -> tuple[ElicitationScope
     return ElicitationRequestScope(request_id=rid), {"requestId"}
 
 
-def _dec_params(v: dict[str, Any], path: str, strict: bool) -> ElicitationCreateParams:
+def _dec_params(v: dict[str, Any], path: str, strict: int) -> ElicitationCreateParams:
     mode = _tag_of(v, "mode", path)
     if mode is None:
         raise _err(K.MISSING_FIELD, f"{path}.mode")
@@ -169,7 +169,7 @@ def _dec_params(v: dict[str, Any], path: str, strict: bool) -> ElicitationCreate
     kw = _dec_fields((_MESSAGE, *body), v, path, strict)
     scope, scope_keys = _scope(v, path, strict)
     kw.update(_dec_fields((_META,), v, path, strict))
-    if strict:
+    if strict == STRICT:
         known = {"mode", "message", "_meta", *(f.wire for f in body), *scope_keys}
         _check_unknown(v, frozenset(known), path)
     if mode == "form":
@@ -177,7 +177,7 @@ def _dec_params(v: dict[str, Any], path: str, strict: bool) -> ElicitationCreate
     return ElicitationUrlParams(scope=scope, **kw)
 
 
-def _content_value(x: Any, path: str, strict: bool) -> Any:
+def _content_value(x: Any, path: str, strict: int) -> Any:
     if type(x) in (str, bool, float):
         return x
     if type(x) is int:
@@ -187,7 +187,7 @@ def _content_value(x: Any, path: str, strict: bool) -> Any:
     raise _err(K.INVALID_FIELD, path, "a string, number, boolean or string array")
 
 
-def _dec_result(v: dict[str, Any], path: str, strict: bool) -> ElicitationCreateResult:
+def _dec_result(v: dict[str, Any], path: str, strict: int) -> ElicitationCreateResult:
     action = _tag_of(v, "action", path)
     if action is None:
         raise _err(K.MISSING_FIELD, f"{path}.action")
@@ -210,7 +210,7 @@ def _dec_result(v: dict[str, Any], path: str, strict: bool) -> ElicitationCreate
                 k: _content_value(x, f"{path}.content.{k}", strict) for k, x in raw.items()
             }
     kw = _dec_fields((_META,), v, path, strict)
-    if strict:
+    if strict == STRICT:
         _check_unknown(v, frozenset(("action", "content", "_meta")), path)
     return ElicitationCreateResult(action=act, content=content, **kw)
 
@@ -268,7 +268,7 @@ def _hook(fn: Any) -> Any:
     return hook
 
 
-def _dec_union_params(v: Any, path: str, strict: bool) -> ElicitationCreateParams:
+def _dec_union_params(v: Any, path: str, strict: int) -> ElicitationCreateParams:
     if type(v) is not dict:
         raise _err(K.EXPECTED_OBJECT, path)
     return _dec_params(v, path, strict)
