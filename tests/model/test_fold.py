@@ -222,3 +222,24 @@ def test_tool_calls_branch_from_older_states() -> None:
     with pytest.raises(m.DuplicateToolCall):
         b.apply(call("y"))
     assert a.apply(call("y")).tool_call("y") is not None
+
+
+class _Delivered:
+    """Stands in for acp.Update: anything with decode(strict=...) folds."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    def decode(self, *, strict: bool = True) -> Any:
+        return m.decode_update(self.params, strict=strict)
+
+
+def test_fold_updates_decodes_delivered_updates_with_the_same_strictness() -> None:
+    chunk = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+                                          "content": {"type": "text", "text": "hi"}}}
+    odd = {"sessionId": "s", "update": {"sessionUpdate": "future_thing"}}
+    s = m.fold_updates([_Delivered(chunk), _Delivered(odd)], strict=False)
+    assert s.agent_messages[0].blocks == (text("hi"),)
+    with pytest.raises(m.ProtocolDecodeError):
+        m.fold_updates([_Delivered(chunk), _Delivered(odd)])
+    assert m.UnknownUpdate(session_update="x", raw={}).update_kind == "unknown"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import binascii
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -28,7 +28,11 @@ from ._base import (
     FieldSpec,
     Json,
     ProtocolDecodeError,
+    update_kind_of,
 )
+
+if TYPE_CHECKING:
+    from .._types import UpdateKind
 
 K = DecodeErrorKind
 T = TypeVar("T")
@@ -57,6 +61,10 @@ class UnknownUpdate(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_json(self) -> dict[str, Any]:
         return self.raw
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of("unknown")
 
 
 # -- JSON text ------------------------------------------------------------------------------
