@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import _core
+from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
 from ._session import Session, content_tuples, turn_result
 from ._types import (
@@ -203,14 +204,19 @@ class Client:
         stderr: Literal["discard", "inherit", "tail"] = "discard",
         stderr_tail_bytes: int = 64 * 1024,
         agent_id: str | None = None,
-        session_state: Literal["off"] = "off",
+        session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
     ) -> None:
         self._core: _core.CoreClient | None = None
         if isinstance(args, str):
             raise TypeError("args must be a sequence of strings, not a string")
-        if session_state != "off":
-            raise ValueError(f"session_state must be \"off\" (got {session_state!r})")
+        if session_state not in ("off", "lenient", "strict"):
+            raise ValueError(
+                f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
+            )
+        self._session_state = session_state
+        # Each open session's folded state (model.SessionState), by id.
+        self._states: dict[str, Any] = {}
         self._cwd = None if cwd is None else os.fspath(cwd)
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy
@@ -263,7 +269,7 @@ class Client:
                 permission_commit=commit,
                 on_sent=getattr(observer, "on_sent", None) if has else None,
                 on_received=getattr(observer, "on_received", None) if has else None,
-                fold=None,
+                fold=None if session_state == "off" else self._fold,
                 stderr=stderr,
                 stderr_tail_bytes=stderr_tail_bytes,
                 agent_id=self.agent_id,
@@ -272,6 +278,19 @@ class Client:
         )
         with _live_lock:
             _live_clients.add(self)
+
+    def _fold(self, update: Update, mode_ids: list[str]) -> None:
+        """Folds an update routed to an open session, after ``on_update`` (model.md §7). In
+        strict mode a decode or fold error propagates and stops the client, the state unchanged."""
+        from . import model
+
+        strict = self._session_state == "strict"
+        state = self._states.get(update.session_id)
+        if state is None:
+            state = model.session_update_fold(mode_ids)
+        self._states[update.session_id] = state.apply(
+            model.decode_update(update.envelope, strict=strict), strict=strict
+        )
 
     @property
     def _live(self) -> _core.CoreClient:
@@ -293,6 +312,7 @@ class Client:
 
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.session_id, None)
+        self._states.pop(session.session_id, None)
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -382,8 +402,13 @@ class Client:
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
         """Every session the agent lists (all pages, in its order)."""
+        from . import model
+
         path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return tuple(json.loads(raw) for raw in self._live.list_sessions(path))
+        return tuple(
+            model.SessionInfo.from_json(json.loads(raw), strict=False)
+            for raw in self._live.list_sessions(path)
+        )
 
     def delete_session(self, session_id: str) -> None:
         """`session/delete`; an open handle for it is then closed locally."""
@@ -518,8 +543,12 @@ class Client:
         if info is None:
             return Initialize()
         version, load_session, image, audio, embedded, methods, agent_info, raw = info
+        from . import model
+
         raw_object = json.loads(raw)
         capabilities = raw_object.get("agentCapabilities") if isinstance(raw_object, dict) else None
+        if not isinstance(capabilities, dict):
+            capabilities = {}
         return Initialize(
             protocol_version=version,
             load_session=load_session,
@@ -529,7 +558,7 @@ class Client:
             auth_methods=tuple(AuthMethod(*m) for m in methods),
             agent_info=None if agent_info is None else json.loads(agent_info),
             raw=raw_object,
-            agent_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            agent_capabilities=model.AgentCapabilities.from_json(capabilities, strict=False),
         )
 
     @property

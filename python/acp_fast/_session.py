@@ -40,11 +40,24 @@ def content_tuples(
     return blocks
 
 
-def _decode_list(raw: str | None) -> tuple[Any, ...] | None:
+def _decode_list(raw: str | None, kind: str) -> tuple[Any, ...] | None:
+    """A JSON array of the agent's as typed `acp_fast.model` objects (lenient: what real agents
+    send must not fail a call); items that cannot be read at all are left out."""
     if raw is None:
         return None
     value = json.loads(raw)
-    return tuple(value) if isinstance(value, list) else ()
+    if not isinstance(value, list):
+        return ()
+    from . import model
+
+    cls = getattr(model, kind)
+    decoded = []
+    for item in value:
+        try:
+            decoded.append(cls.from_json(item, strict=False))
+        except model.ProtocolDecodeError:
+            continue
+    return tuple(decoded)
 
 
 def turn_result(payload: Any) -> TurnResult:
@@ -63,16 +76,27 @@ def turn_result(payload: Any) -> TurnResult:
     if overflow is not None:
         kind, admitted_bytes, admitted_segments, withheld = overflow
         record = Overflow(OverflowKind(kind), admitted_bytes, admitted_segments, withheld)
+    typed_usage = None
+    calls: tuple[Any, ...] = ()
+    if tool_calls:
+        calls = _decode_list("[" + ",".join(tool_calls) + "]", "ToolCall") or ()
+    if usage is not None:
+        from . import model
+
+        try:
+            typed_usage = model.UsageUpdate.from_json(json.loads(usage), strict=False)
+        except model.ProtocolDecodeError:
+            typed_usage = None
     return TurnResult(
         response=response,
         stop_reason=stop_reason,
         overflow=record,
         session_id=session_id,
-        tool_calls=tuple(json.loads(call) for call in tool_calls),
-        plan=_decode_list(plan),
-        available_commands=_decode_list(commands),
+        tool_calls=calls,
+        plan=_decode_list(plan, "PlanEntry"),
+        available_commands=_decode_list(commands, "AvailableCommand"),
         current_mode_id=current_mode_id or None,
-        usage=None if usage is None else json.loads(usage),
+        usage=typed_usage,
     )
 
 
@@ -122,17 +146,26 @@ class Session:
     @property
     def config_options(self) -> tuple[Any, ...]:
         info = self._info()
-        return () if info is None else (_decode_list(info[2]) or ())
+        return () if info is None else (_decode_list(info[2], "SessionConfigOption") or ())
 
     @property
     def available_commands(self) -> tuple[Any, ...]:
         info = self._info()
-        return () if info is None else (_decode_list(info[3]) or ())
+        return () if info is None else (_decode_list(info[3], "AvailableCommand") or ())
 
     @property
-    def state(self) -> None:
-        """The folded session state; None while ``session_state="off"``."""
-        return None
+    def state(self) -> Any:
+        """The folded `acp_fast.model.SessionState` of this session's updates; None while the
+        client's ``session_state`` is "off"."""
+        client = self._client
+        if client._session_state == "off":
+            return None
+        state = client._states.get(self.session_id)
+        if state is None:
+            from . import model
+
+            state = model.session_update_fold(m.id for m in self.modes.available)
+        return state
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -171,7 +204,7 @@ class Session:
         """Sets a config option; returns the session's config options afterwards."""
         self._check_open()
         options = self._client._live.set_config_option(self.session_id, config_id, value)
-        return _decode_list(options) or ()
+        return _decode_list(options, "SessionConfigOption") or ()
 
     def set_model(self, model_id: str) -> None:
         """Through the ``"model"`` config option, else the legacy ``session/set_model``."""

@@ -179,6 +179,15 @@ class PermissionRequest:
     envelope: str
     request_id: str | int | float | bool | None
 
+    def decode(self, *, strict: bool = True) -> Any:
+        """The committed request's envelope as `acp_fast.model.RequestPermissionRequest` (the
+        preview handed to ``on_permission`` has no envelope to decode)."""
+        from . import model
+
+        if not self.envelope:
+            raise ValueError("this record has no envelope (a preview): decode the committed one")
+        return model.decode_permission_request(self.envelope, strict=strict)
+
 
 # --- results --------------------------------------------------------------------------------
 

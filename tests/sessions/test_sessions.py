@@ -10,6 +10,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
+from acp_fast import model
 from conftest import Journal
 
 from .conftest import FULL_CAPABILITIES, MODES, MakeClient, init_result
@@ -91,7 +92,9 @@ def test_load_session_delivers_the_replay_before_returning(
     assert [u.session_id for u in journal.updates] == ["old"] * 4
     assert journal.sequences == [1, 2, 3, 4]
     assert session.modes.current == "code", "the replay's mode update was routed to it"
-    assert session.available_commands == ({"name": "test", "description": "run tests"},)
+    assert session.available_commands == (
+        model.AvailableCommand.from_json({"name": "test", "description": "run tests"}),
+    )
     assert client.default_session is session
     assert agent.raw_lines()[-1] == (
         '{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"old","cwd":"'
@@ -121,7 +124,8 @@ def test_list_sessions_follows_every_page(make_session_client: MakeClient) -> No
     client, agent = make_session_client({"pages": pages})
     client.start()
     listed = client.list_sessions("/w")
-    assert [s["sessionId"] for s in listed] == ["a", "b", "c"]
+    assert [s.session_id for s in listed] == ["a", "b", "c"]
+    assert listed[2].title == "T"
     lines = agent.raw_lines()[-3:]
     assert lines[0].endswith('"method":"session/list","params":{"cwd":"/w"}}')
     assert lines[1].endswith('"params":{"cwd":"/w","cursor":"1"}}')
@@ -298,7 +302,7 @@ def test_set_config_option_and_model_through_config(make_session_client: MakeCli
     assert agent.raw_lines()[-1].endswith(
         '"params":{"sessionId":"s1","configId":"brave","type":"boolean","value":true}}'
     )
-    assert [o["currentValue"] for o in options] == ["ask", "fast", True]
+    assert [o.kind.current_value for o in options] == ["ask", "fast", True]
     session.set_model("slow")
     assert agent.raw_lines()[-1].endswith(
         '"method":"session/set_config_option",'
@@ -530,7 +534,7 @@ def test_updates_after_a_response_are_drained(
     while delivered < 2 and time.monotonic() < deadline:
         delivered += client.drain(0.2)
     assert delivered == 2
-    assert session.available_commands == ({"name": "web", "description": "w"},)
+    assert [c.name for c in session.available_commands] == ["web"]
 
 
 # --- TurnResult ---------------------------------------------------------------------------------
@@ -542,13 +546,16 @@ def test_turn_result_holds_the_final_state_of_the_turn(make_session_client: Make
     session = client.default_session
     assert session is not None
     result = session.prompt("tools")
-    assert result.tool_calls[0] == {
-        "toolCallId": "t1", "title": "Read a", "kind": "read", "status": "completed",
-    }, "updates set keys; a null removes one, except title"
-    assert result.tool_calls[1]["toolCallId"] == "t2", "a permission request announces its call"
+    assert result.tool_calls[0] == model.ToolCall.from_json(
+        {"toolCallId": "t1", "title": "Read a", "kind": "read", "status": "completed"}
+    ), "updates set keys; a null removes one, except title"
+    assert result.tool_calls[1].tool_call_id == "t2", "a permission request announces its call"
     assert len(result.tool_calls) == 2, "updates to calls not announced in the turn are left out"
-    assert result.plan == ({"content": "two", "priority": "low", "status": "completed"},)
-    assert result.usage == {"used": 10, "size": 100}
+    assert result.plan == (
+        model.PlanEntry.from_json({"content": "two", "priority": "low", "status": "completed"}),
+    )
+    assert result.usage is not None
+    assert (result.usage.used, result.usage.size) == (10, 100)
     assert result.current_mode_id == "code"
     assert result.available_commands is None
     plain = client.prompt_detailed("stream 1")
@@ -655,7 +662,79 @@ def test_a_stop_during_a_slow_flood_is_seen_per_line(
 def test_capabilities_are_exposed(make_session_client: MakeClient) -> None:
     client, _ = make_session_client()
     client.start()
-    assert client.initialize.agent_capabilities == FULL_CAPABILITIES
+    assert client.initialize.agent_capabilities == model.AgentCapabilities.from_json(
+        FULL_CAPABILITIES
+    )
     assert client.initialize.load_session
     client.permission_policy = acp.PermissionPolicy(allowed_tool_kinds=["edit"])
     assert client.prompt("permission") == 'outcome {"outcome":"selected","optionId":"yes"}'
+
+
+# --- the session fold and typed decoding (model.md §7) ----------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["lenient", "strict"])
+def test_session_state_folds_every_routed_update(
+    make_session_client: MakeClient, mode: str
+) -> None:
+    client, _ = make_session_client({"modes": MODES}, session_state=mode)
+    client.start()
+    session = client.default_session
+    assert session is not None
+    assert session.state == model.session_update_fold(["ask", "code"])
+    other = client.new_session()
+    session.prompt("interleave 2 s2")
+    state = session.state
+    assert [b.text for m in state.agent_messages for b in m.blocks] == ["a0 ", "a1 "]
+    assert [b.text for m in other.state.agent_thoughts for b in m.blocks] == ["b0 ", "b1 "]
+    session.prompt("tools" if mode == "lenient" else "stream 1")
+    if mode == "lenient":
+        assert [c.tool_call_id for c in session.state.tool_calls] == ["t1"]
+        assert session.state.current_mode_id == "code"
+
+
+def test_strict_session_state_stops_on_a_fold_error(make_session_client: MakeClient) -> None:
+    client, _ = make_session_client(session_state="strict")
+    client.start()
+    session = client.default_session
+    assert session is not None
+    before = session.state
+    with pytest.raises(model.UnknownToolCall):
+        session.prompt("tools")  # a tool_call_update for a call never announced
+    assert session.state.tool_calls[0].tool_call_id == "t1"
+    assert before == model.session_update_fold([])
+    with pytest.raises(acp.AgentProtocolError, match="the session fold"):
+        session.prompt("stream 1")
+
+
+def test_off_means_no_state(make_session_client: MakeClient) -> None:
+    client, _ = make_session_client()
+    client.start()
+    assert client.default_session is not None
+    assert client.default_session.state is None
+
+
+def test_updates_and_permission_records_decode(
+    make_session_client: MakeClient, journal: Journal
+) -> None:
+    client, _ = make_session_client(
+        permission_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"])
+    )
+    client.start()
+    client.prompt("permission")
+    chunk = journal.updates[0].decode()
+    assert isinstance(chunk, model.AgentMessageChunk)
+    assert chunk.content.text.startswith("outcome")
+    request = journal.permissions[0].decode()
+    assert request.tool_call.tool_call_id == "t1"
+
+
+def test_model_content_blocks_are_written_as_they_encode(make_session_client: MakeClient) -> None:
+    client, agent = make_session_client()
+    client.start()
+    session = client.default_session
+    assert session is not None
+    block = model.TextContent.from_json({"type": "text", "text": "stream 1"})
+    assert session.prompt([block]).response == "c0 "
+    assert agent.raw_lines()[-1].endswith('"prompt":[{"type":"text","text":"stream 1"}]}}')
+    client.prompt_content([block])

@@ -75,7 +75,7 @@ enum Flow<'py> {
     Continue,
     NeedInput,
     Finished(Result<Outcome, AcpError>),
-    Updated(Bound<'py, Update>, Option<String>),
+    Updated(Bound<'py, Update>, Option<String>, Option<String>),
     Permission(AskId, PermissionRecord, bool),
     Fail(Fail),
 }
@@ -164,24 +164,28 @@ impl<'py, 'c> Run<'py, 'c> {
             let flow = match driven.conn.poll_event() {
                 Err(error) => return Err(error.into()),
                 Ok(None) => Flow::NeedInput,
-                Ok(Some(Event::Update { update, joined })) => {
-                    match self.on_update(&driven.callbacks, &update) {
-                        Ok(object) => {
-                            if joined {
-                                self.reply.push(self.py, &update.text, update.ascii);
-                            }
-                            let publish = matches!(
-                                update.kind,
-                                UpdateKind::CurrentModeUpdate
-                                    | UpdateKind::ConfigOptionUpdate
-                                    | UpdateKind::AvailableCommandsUpdate
-                            )
-                            .then(|| update.session_id.to_string());
-                            Flow::Updated(object, publish)
+                Ok(Some(Event::Update {
+                    update,
+                    joined,
+                    routed,
+                })) => match self.on_update(&driven.callbacks, &update) {
+                    Ok(object) => {
+                        if joined {
+                            self.reply.push(self.py, &update.text, update.ascii);
                         }
-                        Err(fail) => Flow::Fail(fail),
+                        let publish = matches!(
+                            update.kind,
+                            UpdateKind::CurrentModeUpdate
+                                | UpdateKind::ConfigOptionUpdate
+                                | UpdateKind::AvailableCommandsUpdate
+                        )
+                        .then(|| update.session_id.to_string());
+                        let fold = (routed && driven.callbacks.fold.is_some())
+                            .then(|| update.session_id.to_string());
+                        Flow::Updated(object, publish, fold)
                     }
-                }
+                    Err(fail) => Flow::Fail(fail),
+                },
                 Ok(Some(Event::Permission {
                     ask,
                     preview,
@@ -205,12 +209,18 @@ impl<'py, 'c> Run<'py, 'c> {
                 Flow::Continue => {}
                 Flow::Finished(outcome) => return outcome.map(Some).map_err(CallError::from),
                 Flow::Fail(fail) => return Err(self.fail(driven, fail)),
-                Flow::Updated(object, publish) => {
+                Flow::Updated(object, publish, fold_session) => {
                     if let Some(session) = publish {
                         self.client.publish_session(&driven.conn, &session);
                     }
-                    if let Some(fold) = &driven.callbacks.fold {
-                        if let Err(error) = fold.bind(self.py).call1((object,)) {
+                    if let (Some(fold), Some(session)) = (&driven.callbacks.fold, fold_session) {
+                        // A new state starts from the session's modes (its known mode ids).
+                        let modes: Vec<String> = driven
+                            .conn
+                            .session(&session)
+                            .map(|s| s.modes.available.iter().map(|m| m.id.clone()).collect())
+                            .unwrap_or_default();
+                        if let Err(error) = fold.bind(self.py).call1((object, modes)) {
                             return Err(
                                 self.fail(driven, Fail::Callback("the session fold", error))
                             );

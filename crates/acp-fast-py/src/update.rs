@@ -152,6 +152,17 @@ impl Update {
         Ok(format!("Update({})", parts.join(", ")))
     }
 
+    /// The update as a typed `acp_fast.model` object (strict or lenient decoding of its
+    /// envelope; `ProtocolDecodeError` names the path of what is wrong).
+    #[pyo3(signature = (*, strict=true))]
+    fn decode<'py>(&self, py: Python<'py>, strict: bool) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("strict", strict)?;
+        py.import("acp_fast.model")?
+            .getattr("decode_update")?
+            .call((self.envelope.bind(py),), Some(&kwargs))
+    }
+
     /// Updates pickle and copy like the other records (they are immutable: a copy is itself).
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,

@@ -79,7 +79,7 @@ fn events(conn: &mut Connection) -> Vec<String> {
     loop {
         match conn.poll_event() {
             Ok(None) => return seen,
-            Ok(Some(Event::Update { update, joined })) => seen.push(format!(
+            Ok(Some(Event::Update { update, joined, .. })) => seen.push(format!(
                 "update {} {} {}{}",
                 update.update_sequence,
                 update.session_id,

@@ -63,8 +63,12 @@ impl Core {
         if let Some(chunk) = wire::text_chunk(line) {
             // No id, so it cannot be a response: the update path is the only one.
             let update = self.text_chunk_update(chunk)?;
-            let joined = self.admit(&update, None)?;
-            return Ok(Event::Update { update, joined });
+            let (joined, routed) = self.admit(&update, None)?;
+            return Ok(Event::Update {
+                update,
+                joined,
+                routed,
+            });
         }
         let message = wire::classify(line).map_err(|e| self.wire_error(&e, line))?;
         let envelope = message.text;
@@ -82,8 +86,12 @@ impl Core {
         match message.method.as_deref() {
             Some("session/update") => {
                 let (update, raw) = self.update(message)?;
-                let joined = self.admit(&update, raw)?;
-                Ok(Event::Update { update, joined })
+                let (joined, routed) = self.admit(&update, raw)?;
+                Ok(Event::Update {
+                    update,
+                    joined,
+                    routed,
+                })
             }
             Some("session/request_permission") => match message.id {
                 Some(raw_id) => {
@@ -264,12 +272,13 @@ impl Core {
 
     /// Routes an update to its open session: attributes, the turn's record, and for an agent
     /// message chunk the reply capture within the limits (or the overflow record and the one
-    /// `session/cancel`). Returns whether the text joined the reply.
+    /// `session/cancel`). Returns whether the text joined the reply, and whether an open session
+    /// took the update.
     pub(super) fn admit(
         &mut self,
         update: &UpdateEvent<'_>,
         raw: Option<Value>,
-    ) -> Result<bool, AcpError> {
+    ) -> Result<(bool, bool), AcpError> {
         let limits = self.config.limits;
         let collect = self.config.collect_reply;
         let Some(session) = self
@@ -277,7 +286,7 @@ impl Core {
             .iter_mut()
             .find(|s| s.id == update.session_id.as_ref())
         else {
-            return Ok(false);
+            return Ok((false, false));
         };
         if let Some(Value::Object(mut fields)) = raw {
             match update.kind {
@@ -324,14 +333,14 @@ impl Core {
             }
         }
         if update.kind != UpdateKind::AgentMessageChunk {
-            return Ok(false);
+            return Ok((false, true));
         }
         let Some(turn) = session.turn.as_mut() else {
-            return Ok(false);
+            return Ok((false, true));
         };
         let capture = &mut turn.capture;
         if capture.overflow.is_some() {
-            return Ok(false);
+            return Ok((false, true));
         }
         let kind = if capture.segments + 1 > limits.response_segment_count {
             Some(OverflowKind::ResponseSegments)
@@ -347,7 +356,7 @@ impl Core {
                 }
                 capture.bytes += update.text.len();
                 capture.segments += 1;
-                Ok(true)
+                Ok((true, true))
             }
             Some(kind) => {
                 capture.overflow = Some(Overflow {
@@ -358,7 +367,7 @@ impl Core {
                 });
                 let session_id = session.id.clone();
                 self.cancel(&session_id);
-                Ok(false)
+                Ok((false, true))
             }
         }
     }

@@ -57,10 +57,12 @@ pub enum Outcome {
 
 #[derive(Debug)]
 pub enum Event<'a> {
-    /// A numbered update; `joined`: its text joined the reply of its session's turn.
+    /// A numbered update; `joined`: its text joined the reply of its session's turn;
+    /// `routed`: an open session took it (the session fold applies it).
     Update {
         update: UpdateEvent<'a>,
         joined: bool,
+        routed: bool,
     },
     /// Ask the observer (unless `cancelled`), then `decide`.
     Permission {
