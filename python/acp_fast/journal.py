@@ -308,35 +308,48 @@ class _Journal:
 
 
 class _JsonlState:
-    """What the finalizer needs to write the pending records when the journal is dropped
-    without `close()` (it must not refer to the journal itself)."""
+    """The file and the pending records. The finalizer holds this, not the journal, so it can
+    write the pending records when the journal is dropped without `close()`."""
 
-    __slots__ = ("fd", "pending", "sync")
+    __slots__ = ("failed", "fd", "path", "pending", "size", "sync")
 
-    def __init__(self, fd: int, sync: bool) -> None:
+    def __init__(self, path: str, fd: int, sync: bool) -> None:
+        self.path = path
         self.fd = fd
         self.pending: list[str] = []
         self.sync = sync
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        self.size = 0  # bytes of whole records on disk: a failed write is cut back to it
+        self.failed: str | None = None
 
     def flush(self) -> None:
         pending = self.pending
-        if pending:
-            data = "".join(pending).encode("utf-8", "surrogatepass")
-            pending.clear()
-            self.write(data)
+        if not pending:
+            return
+        if self.failed is not None:
+            raise JournalError(self.path, f"an earlier write failed ({self.failed})")
+        data = "".join(pending).encode("utf-8", "surrogatepass")
+        pending.clear()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
             if self.sync:
                 os.fdatasync(self.fd)
+        except OSError as exc:
+            # No torn record and no gap: cut the partial write off, and refuse further records.
+            self.failed = exc.strerror or str(exc)
+            try:
+                os.ftruncate(self.fd, self.size)
+            except OSError:
+                pass
+            raise JournalError(self.path, f"cannot write: {self.failed}") from exc
+        self.size += len(data)
 
     def close(self) -> None:
         if self.fd >= 0:
             try:
-                self.flush()
+                if self.failed is None:
+                    self.flush()
             finally:
                 os.close(self.fd)
                 self.fd = -1
@@ -358,9 +371,10 @@ class JsonlJournal(_Journal):
         self.fsync = _check_fsync(fsync)
         self.last_transport_epoch = 0
         fd = _open_jsonl(self.path, self.fsync != "never")
-        self._state = _JsonlState(fd, self.fsync != "never")
+        self._state = _JsonlState(self.path, fd, self.fsync != "never")
         try:
             self.last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
+            self._state.size = os.fstat(fd).st_size
         except BaseException:
             os.close(fd)
             raise
@@ -927,3 +941,115 @@ def _uri_path(path: str) -> str:
     from urllib.parse import quote
 
     return quote(os.path.abspath(path))
+
+
+# --- summaries (acp-fast journal stats) -----------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One `session/prompt` call seen in the journal's wire lines."""
+
+    session_id: str
+    started: float
+    ended: float | None = None
+    stop_reason: str | None = None  # None: no answer recorded; "error" for an error answer
+    updates: int = 0
+
+
+@dataclass
+class JournalStats:
+    """What `summarize` found: counts, bytes and durations of a journal."""
+
+    path: str
+    kind: str
+    file_bytes: int
+    records: int = 0
+    records_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    updates_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    update_bytes_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    envelope_bytes: int = 0
+    permissions: dict[str, int] = dataclasses.field(default_factory=dict)
+    turns: list[Turn] = dataclasses.field(default_factory=list)
+    epochs: set[int] = dataclasses.field(default_factory=set)
+    sessions: set[str] = dataclasses.field(default_factory=set)
+    first_time: float | None = None
+    last_time: float | None = None
+    torn: bool = False
+
+    @property
+    def updates(self) -> int:
+        return sum(self.updates_by_kind.values())
+
+
+def _update_kind(envelope: str) -> str:
+    try:
+        update = json.loads(envelope)["params"]["update"]["sessionUpdate"]
+    except (ValueError, KeyError, TypeError):
+        return "unknown"
+    return update if isinstance(update, str) else "unknown"
+
+
+def permission_label(fields: Mapping[str, Any]) -> str:
+    """A permission decision in a few words: outcome, option, and the decision's reason."""
+    label = f"{fields.get('outcome', '')} {fields.get('option_id', '')}".strip()
+    reason = fields.get("reason")
+    if reason:
+        label += f" ({reason})"
+    return label or "(none)"
+
+
+def summarize(path: str | os.PathLike[str]) -> JournalStats:
+    """Read a whole journal and count it (a torn final record is noted, not warned about)."""
+    name = os.fspath(path)
+    stats = JournalStats(name, journal_kind(name) or "", 0)
+    stats.file_bytes = sum(os.path.getsize(p) for p in (name, name + "-wal") if os.path.exists(p))
+    open_turns: dict[Any, Turn] = {}
+    current: Turn | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TornRecordWarning)
+        for record in read(name):
+            stats.records += 1
+            kind = record.kind.value
+            stats.records_by_kind[kind] = stats.records_by_kind.get(kind, 0) + 1
+            stats.envelope_bytes += len(record.envelope.encode("utf-8", "surrogatepass"))
+            stats.epochs.add(record.transport_epoch)
+            if record.session_id:
+                stats.sessions.add(record.session_id)
+            if stats.first_time is None:
+                stats.first_time = record.time
+            stats.last_time = record.time
+            if record.kind == RecordKind.UPDATE:
+                update_kind = _update_kind(record.envelope)
+                stats.updates_by_kind[update_kind] = stats.updates_by_kind.get(update_kind, 0) + 1
+                size = len(record.envelope.encode("utf-8", "surrogatepass"))
+                stats.update_bytes_by_kind[update_kind] = (
+                    stats.update_bytes_by_kind.get(update_kind, 0) + size
+                )
+                if current is not None:
+                    current.updates += 1
+            elif record.kind == RecordKind.PERMISSION:
+                label = permission_label(record.fields)
+                stats.permissions[label] = stats.permissions.get(label, 0) + 1
+            elif record.kind in (RecordKind.SENT, RecordKind.RECEIVED):
+                try:
+                    message = json.loads(record.envelope)
+                except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if record.kind == RecordKind.SENT and message.get("method") == "session/prompt":
+                    current = Turn(record.session_id, record.time)
+                    stats.turns.append(current)
+                    open_turns[json.dumps(message.get("id"))] = current
+                elif record.kind == RecordKind.RECEIVED and "method" not in message:
+                    turn = open_turns.pop(json.dumps(message.get("id")), None)
+                    if turn is not None:
+                        turn.ended = record.time
+                        result = message.get("result")
+                        reason = result.get("stopReason") if isinstance(result, dict) else None
+                        turn.stop_reason = reason if isinstance(reason, str) else "error"
+                        if turn is current:
+                            current = None
+    stats.torn = any(issubclass(w.category, TornRecordWarning) for w in caught)
+    return stats
