@@ -698,6 +698,7 @@ class SqliteJournal(_Journal):
 
 
 def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
+    """Connect to a journal, creating it when `create` and the database is new."""
     if not create and not os.path.exists(path):
         raise JournalError(path, "no such file")
     if create and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
@@ -711,20 +712,28 @@ def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
             raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
     try:
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-        if create:
-            connection.executescript(_SCHEMA)
-            found = connection.execute(
-                "SELECT value FROM journal_meta WHERE key = 'format'"
-            ).fetchone()
-            if found is None:
-                connection.execute(
-                    "INSERT OR IGNORE INTO journal_meta VALUES ('format', ?), ('version', ?)",
-                    (FORMAT_NAME, str(FORMAT_VERSION)),
-                )
-        del mode
+    except sqlite3.Error as exc:
+        raise JournalError(path, f"cannot open: {exc}") from None
+    try:
+        (tables,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if create and tables == 0:
+            # Only a new (empty) database becomes a journal; any other must already be one.
+            # One transaction, so a crash never leaves tables without the format row.
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(
+                f"BEGIN; {_SCHEMA} INSERT INTO journal_meta VALUES "
+                f"('format', '{FORMAT_NAME}'), ('version', '{FORMAT_VERSION}'); COMMIT;"
+            )
+        else:
+            _check_sqlite_meta(path, connection)
+            if create:
+                connection.execute("PRAGMA journal_mode=WAL")
     except sqlite3.DatabaseError as exc:
+        connection.close()
         raise JournalError(path, f"not a usable SQLite journal: {exc}") from None
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
