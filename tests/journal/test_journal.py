@@ -390,7 +390,7 @@ def test_summarize_counts_turns_updates_bytes_and_decisions(tmp_path: Path) -> N
     stats = journal.summarize(path)
     assert stats.records == 13
     assert stats.records_by_kind == {
-        "sent": 5,
+        "sent": 4,
         "received": 3,
         "update": 3,
         "permission": 2,
