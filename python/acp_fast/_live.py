@@ -71,12 +71,15 @@ class LiveView:
         self.stop()
 
     def stop(self) -> None:
-        """Print the final state in full (the whole reply) and stop refreshing."""
+        """Stop refreshing and print the final state in full (the whole reply)."""
         if self._final:
             return
-        self._final = True
-        self._live.vertical_overflow = "visible"
+        # The live area is erased and the final state printed as ordinary output, so the
+        # whole of it (a reply taller than the screen too) stays in the scrollback.
+        self._live.transient = True
         self._live.stop()
+        self._final = True
+        self._console.print(self._render())
 
     # --- observer callbacks (the client's thread) ---------------------------------------------
 
@@ -138,9 +141,11 @@ class LiveView:
             # Only the tail that fits: the rest of the screen is the other sections.
             room = max(3, self._console.size.height - 8 - len(self._plan) - len(self._tools))
             width = max(20, self._console.size.width - 4)
-            lines = Text(reply).wrap(self._console, width)
-            if len(lines) > room:
-                reply = "\n".join(line.plain for line in list(lines)[-room:])
+            # Wrap only a tail that surely fills the room: wrapping is costly and runs under
+            # the GIL, which the client's reader needs back.
+            tail = reply[-room * width :]
+            lines = Text(tail).wrap(self._console, width)
+            reply = "\n".join(line.plain for line in list(lines)[-room:])
         elif self._reply_dropped:
             reply = "…" + reply
         parts.append(
