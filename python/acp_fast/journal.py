@@ -325,6 +325,9 @@ class _JsonlState:
         pending = self.pending
         if not pending:
             return
+        if self.fd < 0:
+            pending.clear()
+            raise JournalError(self.path, "the journal is closed")
         if self.failed is not None:
             raise JournalError(self.path, f"an earlier write failed ({self.failed})")
         data = "".join(pending).encode("utf-8", "surrogatepass")
@@ -579,15 +582,19 @@ _Row = tuple[int, str, int, int, str, int, str, str | None]
 
 
 class _SqliteState:
-    __slots__ = ("connection", "pending")
+    __slots__ = ("connection", "path", "pending")
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+        self.path = path
         self.connection: sqlite3.Connection | None = connection
         self.pending: list[_Row] = []
 
     def flush(self) -> None:
         pending = self.pending
         connection = self.connection
+        if pending and connection is None:
+            pending.clear()
+            raise JournalError(self.path, "the journal is closed")
         if pending and connection is not None:
             connection.execute("BEGIN")
             try:
@@ -632,7 +639,7 @@ class SqliteJournal(_Journal):
             raise
         if transport_epoch is None:
             self._epoch = self.last_transport_epoch
-        self._state = _SqliteState(connection)
+        self._state = _SqliteState(self.path, connection)
         self._finalizer = weakref.finalize(self, _SqliteState.close, self._state)
         self._pending = self._state.pending
         self._chars = 0
@@ -879,8 +886,10 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
                 raise JournalError(path, "a field has the wrong type", expected)
             cut = raw.find(_ENVELOPE_KEY)
             if cut >= 0 and "m" in value:
-                # The exact bytes, not a re-encoding of the parsed value.
-                envelope = raw[cut + len(_ENVELOPE_KEY) : -2].decode("utf-8", "surrogatepass")
+                # The exact bytes, not a re-encoding of the parsed value: what lies between the
+                # first `,"m":` (the header before it holds no such text) and the closing brace.
+                body = raw.rstrip(b" \t\r\n")
+                envelope = body[cut + len(_ENVELOPE_KEY) : -1].decode("utf-8", "surrogatepass")
             elif isinstance(value.get("x"), str):
                 envelope = value["x"]
             else:

@@ -405,3 +405,14 @@ def test_summarize_counts_turns_updates_bytes_and_decisions(tmp_path: Path) -> N
         "format": "acp-fast-journal",
         "version": 1,
     }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_closed_journal_refuses_records(tmp_path: Path, kind: str) -> None:
+    path = journal_path(tmp_path, kind)
+    j = make(kind, path)
+    j.on_update(update(1))
+    j.close()
+    with pytest.raises(JournalError, match=re.escape(f"{path}: the journal is closed")):
+        j.on_sent(SENT)
+    assert [r.number for r in read_all(path)] == [1]

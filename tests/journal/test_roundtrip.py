@@ -46,7 +46,8 @@ class Seen:
 def converse(
     command: tuple[str, ...], observer: Any, prompts: list[str], cwd: Path, **options: Any
 ) -> tuple[list[acp.PromptResult], str]:
-    """Run the prompts; the results and the agent's stderr tail."""
+    """Run the prompts; the results and the agent's stderr tail (read after close(), when the
+    core has drained all of it)."""
     with acp.Client(
         command[0],
         args=command[1:],
@@ -61,7 +62,7 @@ def converse(
     ) as client:
         client.start()
         results = [client.prompt_detailed(prompt) for prompt in prompts]
-        return results, client.stderr_tail()
+    return results, client.stderr_tail()
 
 
 @pytest.mark.parametrize("kind", KINDS)
