@@ -250,3 +250,29 @@ def test_live_view_renders_each_part() -> None:
     ):
         assert piece in frame, piece
     assert view.reply_text() == "Hello there world"
+
+
+def test_show_and_stats_of_wire_lines(tmp_path: Path) -> None:
+    """A journal with the client's lines and the agent's answers (the wire tap): show names
+    each message, stats has the turns table with durations and stop reasons."""
+    from .test_journal import conversation
+
+    path = tmp_path / "wire.jsonl"
+    with journal.JsonlJournal(path) as j:
+        conversation(j)
+    show = cli("journal", "show", str(path))
+    assert show.returncode == 0, show.stderr
+    lines = show.stdout.splitlines()
+    assert "session/new id=1" in lines[0] and "sent" in lines[0]
+    assert lines[1].endswith("answer id=1")
+    assert lines[2].endswith("session/prompt id=2")
+    assert "agent_message_chunk 'héllo ✓" in lines[3]
+    assert lines[4].endswith("Write a.txt -> selected allow")
+    assert lines[5].endswith('answer id="perm-1" {"outcome": "selected", "optionId": "allow"}')
+    assert lines[6].endswith("fs/read_text_file /etc/passwd refused: outside roots")
+    assert lines[8].endswith("answer id=2 stopReason=end_turn")
+    stats = cli("journal", "stats", str(path)).stdout
+    turn_rows = [line for line in stats.splitlines() if line.lstrip().startswith("1 ")]
+    assert len(turn_rows) == 1 and turn_rows[0].split()[1:3] == ["s-1", "2"]
+    assert turn_rows[0].endswith("end_turn")
+    assert "1 turns" in stats
