@@ -311,6 +311,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 stack.callback(journal.close)
                 # A new epoch per run, so (epoch, sequence) stays a key in an appended journal.
                 epoch = journal.last_transport_epoch + 1
+                journal.transport_epoch = epoch
                 watched = journal
                 if live is not None:
                     live.attach_journal(journal)

@@ -222,8 +222,11 @@ class _Journal:
 
     def __init__(self, observer: object | None, transport_epoch: int | None) -> None:
         self._observer = observer
-        self._fixed_epoch = transport_epoch
-        self._epoch = transport_epoch if transport_epoch is not None else 0
+        #: Stamped on every record that is not an update (settable, e.g. once the caller has
+        #: chosen the client's epoch from `last_transport_epoch`). None: the latest update's
+        #: epoch, or before any update the last one found when the journal was opened.
+        self.transport_epoch = transport_epoch
+        self._epoch = 0
         self._last: Update | None = None
         inner_permission = getattr(observer, "on_permission", None)
         if inner_permission is not None:
@@ -255,7 +258,9 @@ class _Journal:
         raise NotImplementedError
 
     def _record_epoch(self) -> int:
-        if self._fixed_epoch is None and self._last is not None:
+        if self.transport_epoch is not None:
+            return self.transport_epoch
+        if self._last is not None:
             return self._last.transport_epoch
         return self._epoch
 
@@ -381,8 +386,7 @@ class JsonlJournal(_Journal):
         except BaseException:
             os.close(fd)
             raise
-        if transport_epoch is None:
-            self._epoch = self.last_transport_epoch
+        self._epoch = self.last_transport_epoch
         self._finalizer = weakref.finalize(self, _JsonlState.close, self._state)
         self._pending = self._state.pending
         self._chars = 0
@@ -637,8 +641,7 @@ class SqliteJournal(_Journal):
         except BaseException:
             connection.close()
             raise
-        if transport_epoch is None:
-            self._epoch = self.last_transport_epoch
+        self._epoch = self.last_transport_epoch
         self._state = _SqliteState(self.path, connection)
         self._finalizer = weakref.finalize(self, _SqliteState.close, self._state)
         self._pending = self._state.pending

@@ -50,8 +50,9 @@ def test_run_records_and_show_and_stats_read_it(tmp_path: Path, name: str) -> No
 
     records = list(journal.read(path))
     updates = [r for r in records if r.kind == "update"]
-    # One epoch per run, so (epoch, sequence) stays a key.
+    # One epoch per run, so (epoch, sequence) stays a key; every record carries its run's.
     assert {r.transport_epoch for r in updates} == {1, 2}
+    assert {r.transport_epoch for r in records} == {1, 2}
     assert next(r.update_sequence for r in updates if r.transport_epoch == 2) == 1
 
     show = cli("journal", "show", str(path))
