@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from time import time_ns
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 from ._errors import AcpError
 from ._types import PermissionOption, PermissionRequest
@@ -244,7 +245,6 @@ class _Journal:
 
         self.on_update = on_update
 
-    # Subclasses: store one record that is not an update; `sync` asks for it to be flushed.
     def _other(
         self,
         kind: RecordKind,
@@ -316,9 +316,10 @@ class _JsonlState:
     """The file and the pending records. The finalizer holds this, not the journal, so it can
     write the pending records when the journal is dropped without `close()`."""
 
-    __slots__ = ("failed", "fd", "path", "pending", "size", "sync")
+    __slots__ = ("failed", "fd", "path", "pending", "pid", "size", "sync")
 
     def __init__(self, path: str, fd: int, sync: bool) -> None:
+        self.pid = os.getpid()
         self.path = path
         self.fd = fd
         self.pending: list[str] = []
@@ -356,7 +357,8 @@ class _JsonlState:
     def close(self) -> None:
         if self.fd >= 0:
             try:
-                if self.failed is None:
+                # A child made by fork() inherits the pending records: only the parent writes.
+                if self.failed is None and os.getpid() == self.pid:
                     self.flush()
             finally:
                 os.close(self.fd)
@@ -586,9 +588,10 @@ _Row = tuple[int, str, int, int, str, int, str, str | None]
 
 
 class _SqliteState:
-    __slots__ = ("connection", "path", "pending")
+    __slots__ = ("connection", "path", "pending", "pid")
 
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+        self.pid = os.getpid()
         self.path = path
         self.connection: sqlite3.Connection | None = connection
         self.pending: list[_Row] = []
@@ -612,7 +615,11 @@ class _SqliteState:
     def close(self) -> None:
         connection = self.connection
         if connection is not None:
+            self.connection = None
+            if os.getpid() != self.pid:
+                return  # a child made by fork(): the parent owns the records and the database
             try:
+                self.connection = connection
                 self.flush()
             finally:
                 self.connection = None
@@ -959,8 +966,6 @@ def _read_sqlite(path: str) -> Iterator[JournalRecord]:
 
 
 def _uri_path(path: str) -> str:
-    from urllib.parse import quote
-
     return quote(os.path.abspath(path))
 
 

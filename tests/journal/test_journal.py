@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import sqlite3
 import warnings
@@ -416,3 +417,24 @@ def test_a_closed_journal_refuses_records(tmp_path: Path, kind: str) -> None:
     with pytest.raises(JournalError, match=re.escape(f"{path}: the journal is closed")):
         j.on_sent(SENT)
     assert [r.number for r in read_all(path)] == [1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_forked_child_leaves_the_pending_records_to_the_parent(tmp_path: Path, kind: str) -> None:
+    path = journal_path(tmp_path, kind)
+    j = make(kind, path, "never")
+    j.on_update(update(1))
+    j.on_update(update(2))  # pending
+    child = os.fork()
+    if child == 0:  # the child's interpreter exit runs the journal's finalizer
+        code = 0
+        try:
+            j.close()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    j.on_update(update(3))
+    j.close()
+    assert [r.update_sequence for r in read_all(path)] == [1, 2, 3]
