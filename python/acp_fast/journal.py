@@ -76,7 +76,7 @@ BATCH_CHARS = 1 << 20
 #: ... or when this many nanoseconds passed since the last write (checked as records arrive).
 BATCH_NS = 50_000_000
 
-_ENVELOPE_KEY = b',"m":'
+_ENVELOPE_KEY = ',"m":'
 
 
 class RecordKind(enum.StrEnum):
@@ -845,12 +845,19 @@ def read(path: str | os.PathLike[str]) -> Iterator[JournalRecord]:
         yield from _read_jsonl(name)
 
 
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+
+
 def _fields(path: str, number: int, value: Any) -> Mapping[str, Any]:
     if value is None:
-        return MappingProxyType({})
+        return _NO_FIELDS
     if not isinstance(value, dict):
         raise JournalError(path, "its fields are not a JSON object", number)
     return MappingProxyType(value)
+
+
+_decode = json.JSONDecoder().decode
+_KIND_OF = {kind.value: kind for kind in RecordKind}
 
 
 def _read_jsonl(path: str) -> Iterator[JournalRecord]:
@@ -867,7 +874,8 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
                 )
                 return
             try:
-                value = json.loads(raw)
+                text = raw.decode("utf-8", "surrogatepass")
+                value = _decode(text)
             except ValueError as exc:
                 raise JournalError(path, f"not valid JSON ({exc})", expected) from None
             if not isinstance(value, dict):
@@ -885,7 +893,8 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
                 raise JournalError(
                     path, f"numbered {number!r}: a record is missing or out of order", expected
                 )
-            if kind not in _KINDS:
+            record_kind = _KIND_OF.get(kind) if isinstance(kind, str) else None
+            if record_kind is None:
                 raise JournalError(path, f"unknown kind {kind!r}", expected)
             if not (
                 type(epoch) is int
@@ -894,19 +903,21 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
                 and isinstance(session, str)
             ):
                 raise JournalError(path, "a field has the wrong type", expected)
-            cut = raw.find(_ENVELOPE_KEY)
+            cut = text.find(_ENVELOPE_KEY)
             if cut >= 0 and "m" in value:
-                # The exact bytes, not a re-encoding of the parsed value: what lies between the
+                # The exact text, not a re-encoding of the parsed value: what lies between the
                 # first `,"m":` (the header before it holds no such text) and the closing brace.
-                body = raw.rstrip(b" \t\r\n")
-                envelope = body[cut + len(_ENVELOPE_KEY) : -1].decode("utf-8", "surrogatepass")
+                if text.endswith("}\n"):
+                    envelope = text[cut + len(_ENVELOPE_KEY) : -2]
+                else:
+                    envelope = text.rstrip(" \t\r\n")[cut + len(_ENVELOPE_KEY) : -1]
             elif isinstance(value.get("x"), str):
                 envelope = value["x"]
             else:
                 raise JournalError(path, "has no envelope", expected)
             yield JournalRecord(
                 number,
-                RecordKind(kind),
+                record_kind,
                 epoch,
                 sequence,
                 session,
@@ -1009,11 +1020,24 @@ class JournalStats:
 
 
 def _update_kind(envelope: str) -> str:
+    # Fast path: the name right after `"sessionUpdate":"` (a plain identifier in practice);
+    # anything unusual takes a full parse.
+    at = envelope.find('"sessionUpdate":"')
+    if at >= 0:
+        start = at + 17
+        end = envelope.find('"', start)
+        name = envelope[start:end]
+        if end > start and "\\" not in name and envelope.count('"sessionUpdate"') == 1:
+            return name
     try:
         update = json.loads(envelope)["params"]["update"]["sessionUpdate"]
     except (ValueError, KeyError, TypeError):
         return "unknown"
     return update if isinstance(update, str) else "unknown"
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def permission_label(fields: Mapping[str, Any]) -> str:
@@ -1038,7 +1062,8 @@ def summarize(path: str | os.PathLike[str]) -> JournalStats:
             stats.records += 1
             kind = record.kind.value
             stats.records_by_kind[kind] = stats.records_by_kind.get(kind, 0) + 1
-            stats.envelope_bytes += len(record.envelope.encode("utf-8", "surrogatepass"))
+            size = _utf8_len(record.envelope)
+            stats.envelope_bytes += size
             stats.epochs.add(record.transport_epoch)
             if record.session_id:
                 stats.sessions.add(record.session_id)
@@ -1048,7 +1073,6 @@ def summarize(path: str | os.PathLike[str]) -> JournalStats:
             if record.kind == RecordKind.UPDATE:
                 update_kind = _update_kind(record.envelope)
                 stats.updates_by_kind[update_kind] = stats.updates_by_kind.get(update_kind, 0) + 1
-                size = len(record.envelope.encode("utf-8", "surrogatepass"))
                 stats.update_bytes_by_kind[update_kind] = (
                     stats.update_bytes_by_kind.get(update_kind, 0) + size
                 )
