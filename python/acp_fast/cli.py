@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 import acp_fast
 from acp_fast import journal as journal_module
+from acp_fast import replay_agent
 
 _MIB = 1024 * 1024
 
@@ -258,8 +259,6 @@ def _build_parser() -> argparse.ArgumentParser:
         "to any client, checks the client's messages against the recording and says where "
         "they differ (on stderr). E.g. acp-fast run --agent 'acp-fast replay PATH' hello",
     )
-    from acp_fast import replay_agent
-
     replay_agent.add_arguments(replay)
     return parser
 
@@ -803,8 +802,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "journal":
         return _journal(parser, args)
     if args.command == "replay":
-        from acp_fast import replay_agent
-
         return replay_agent.run(args.path, args.log, args.wait_cancel)
     parser.print_help(sys.stderr)
     return 2

@@ -1,4 +1,4 @@
-"""An ACP agent that plays a recorded conversation back to any client (standard library only).
+"""An ACP agent that plays a recorded conversation back to any client.
 
     python -m acp_fast.replay_agent PATH [--log LOG] [--wait-cancel]
     acp-fast replay PATH [--log LOG] [--wait-cancel]
@@ -43,6 +43,8 @@ from functools import partial
 from operator import contains
 from typing import Any, BinaryIO
 
+from . import journal
+
 CLIENT_METHODS = ("initialize", "session/new", "session/prompt")
 WAIT_SECONDS = 10.0
 
@@ -84,8 +86,6 @@ class Recording:
 
 def load(path: str) -> Recording:
     """The events of a journal or a transcript, in order."""
-    from . import journal
-
     try:
         kind = journal.journal_kind(path)
     except journal.JournalError:
@@ -116,8 +116,6 @@ def load(path: str) -> Recording:
 
 
 def _from_journal(path: str) -> list[Entry]:
-    from . import journal
-
     entries = []
     first_session = ""
     wire_lines = False
@@ -378,11 +376,9 @@ def add_arguments(result: argparse.ArgumentParser) -> None:
 
 def run(path: str, log_path: str | None, wait_cancel: bool) -> int:
     """Play `path`; the exit status (1 with one line on stderr when it cannot be loaded)."""
-    from .journal import JournalError
-
     try:
         recording = load(path)
-    except (RecordingError, JournalError) as exc:
+    except (RecordingError, journal.JournalError) as exc:
         _err(f"acp-fast replay: error: {exc}")
         return 1
     log = None
