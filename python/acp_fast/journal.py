@@ -51,15 +51,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FSYNC_MODES",
+    "Fsync",
     "JournalError",
     "JournalRecord",
+    "JournalStats",
     "JsonlJournal",
     "RecordKind",
     "SqliteJournal",
     "TornRecordWarning",
+    "Turn",
     "journal_kind",
     "open_journal",
     "read",
+    "summarize",
 ]
 
 Fsync = Literal["every", "batch", "never"]
