@@ -34,6 +34,8 @@ import enum
 import json
 import os
 import sqlite3
+import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -316,32 +318,132 @@ class _Journal:
         self.close()
 
 
-class _JsonlState:
-    """The file and the pending records. The finalizer holds this, not the journal, so it can
+class _State:
+    """The pending records of one journal and where they go. The journal's thread appends
+    records and writes a batch when it is due; the flusher thread writes what has waited too
+    long. Batches are taken from the front of the list and written under the lock, so they
+    reach the store whole and in order. The finalizer holds this, not the journal, so it can
     write the pending records when the journal is dropped without `close()`."""
 
-    __slots__ = ("failed", "fd", "path", "pending", "pid", "size", "sync")
-
-    def __init__(self, path: str, fd: int, sync: bool) -> None:
+    def __init__(self, path: str) -> None:
         self.pid = os.getpid()
         self.path = path
-        self.fd = fd
-        self.pending: list[str] = []
-        self.sync = sync
-        self.size = 0  # bytes of whole records on disk: a failed write is cut back to it
+        self.pending: list[Any] = []
+        self.lock = threading.Lock()
+        self.written_ns = time_ns()
+        self.closed = False
         self.failed: str | None = None
 
+    def _store(self, batch: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
     def flush(self) -> None:
-        pending = self.pending
-        if not pending:
+        if not self.pending:
             return
-        if self.fd < 0:
-            pending.clear()
-            raise JournalError(self.path, "the journal is closed")
+        if os.getpid() != self.pid:
+            raise JournalError(self.path, f"the journal belongs to process {self.pid}")
+        with self.lock:
+            pending = self.pending
+            count = len(pending)
+            if not count:
+                return
+            if self.closed:
+                pending.clear()
+                raise JournalError(self.path, "the journal is closed")
+            if self.failed is not None:
+                raise JournalError(self.path, f"an earlier write failed ({self.failed})")
+            batch = pending[:count]
+            del pending[:count]  # records appended meanwhile stay, after these
+            try:
+                self._store(batch)
+            except BaseException:
+                if self.failed is None:
+                    pending[0:0] = batch  # not stored: they go first in the next batch
+                raise
+            self.written_ns = time_ns()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        _FLUSHER.remove(self)
+        if os.getpid() != self.pid:
+            # A child made by fork() inherits the pending records: only the parent writes.
+            self.closed = True
+            self._release()
+            return
+        try:
+            if self.failed is None:
+                self.flush()
+        finally:
+            with self.lock:
+                self.closed = True
+                self._release()
         if self.failed is not None:
-            raise JournalError(self.path, f"an earlier write failed ({self.failed})")
-        data = "".join(pending).encode("utf-8", "surrogatepass")
-        pending.clear()
+            raise JournalError(self.path, f"records were lost: a write failed ({self.failed})")
+
+
+class _Flusher:
+    """One daemon thread for every journal of the process: it writes the pending records of a
+    journal that wrote nothing for `BATCH_NS`, so a batch never waits for the next record
+    (an agent may think for minutes between two updates). It runs only while journals are
+    open."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.states: set[_State] = set()
+        self.running = False
+
+    def add(self, state: _State) -> None:
+        with self.lock:
+            self.states.add(state)
+            if not self.running:
+                self.running = True
+                threading.Thread(target=self._run, name="acp-fast-journal", daemon=True).start()
+
+    def remove(self, state: _State) -> None:
+        with self.lock:
+            self.states.discard(state)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(BATCH_NS / 1e9)
+            with self.lock:
+                if not self.states:
+                    self.running = False
+                    return
+                states = list(self.states)
+            due = time_ns() - BATCH_NS
+            for state in states:
+                if state.pending and state.written_ns <= due:
+                    try:
+                        state.flush()
+                    except Exception:
+                        pass  # the journal raises it again at its next record, or at close()
+
+
+_FLUSHER = _Flusher()
+
+
+def _new_flusher() -> None:
+    global _FLUSHER
+    _FLUSHER = _Flusher()  # a forked child has no flusher thread and writes no parent journal
+
+
+os.register_at_fork(after_in_child=_new_flusher)
+
+
+class _JsonlState(_State):
+    def __init__(self, path: str, fd: int, sync: bool) -> None:
+        super().__init__(path)
+        self.fd = fd
+        self.sync = sync
+        self.size = 0  # bytes of whole records on disk: a failed write is cut back to it
+
+    def _store(self, batch: list[Any]) -> None:
+        data = "".join(batch).encode("utf-8", "surrogatepass")
         try:
             view = memoryview(data)
             while view:
@@ -358,15 +460,10 @@ class _JsonlState:
             raise JournalError(self.path, f"cannot write: {self.failed}") from exc
         self.size += len(data)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         if self.fd >= 0:
-            try:
-                # A child made by fork() inherits the pending records: only the parent writes.
-                if self.failed is None and os.getpid() == self.pid:
-                    self.flush()
-            finally:
-                os.close(self.fd)
-                self.fd = -1
+            os.close(self.fd)
+            self.fd = -1
 
 
 class JsonlJournal(_Journal):
@@ -394,6 +491,8 @@ class JsonlJournal(_Journal):
             raise
         self._epoch = self.last_transport_epoch
         self._finalizer = weakref.finalize(self, _JsonlState.close, self._state)
+        if self.fsync != "every":
+            _FLUSHER.add(self._state)
         self._pending = self._state.pending
         self._chars = 0
         self._deadline = 0
@@ -454,7 +553,7 @@ class JsonlJournal(_Journal):
 
     def flush(self) -> None:
         """Write (and, unless fsync is "never", sync) every pending record now."""
-        if self._state.fd >= 0:
+        if not self._state.closed:
             self._write()
 
     def close(self) -> None:
@@ -591,43 +690,27 @@ _INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _Row = tuple[int, str, int, int, str, int, str, str | None]
 
 
-class _SqliteState:
-    __slots__ = ("connection", "path", "pending", "pid")
-
+class _SqliteState(_State):
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
-        self.pid = os.getpid()
-        self.path = path
-        self.connection: sqlite3.Connection | None = connection
-        self.pending: list[_Row] = []
+        super().__init__(path)
+        self.connection = connection
 
-    def flush(self) -> None:
-        pending = self.pending
+    def _store(self, batch: list[Any]) -> None:
         connection = self.connection
-        if pending and connection is None:
-            pending.clear()
-            raise JournalError(self.path, "the journal is closed")
-        if pending and connection is not None:
+        try:
             connection.execute("BEGIN")
             try:
-                connection.executemany(_INSERT, pending)
+                connection.executemany(_INSERT, batch)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
-            pending.clear()
+        except sqlite3.Error as exc:
+            raise JournalError(self.path, f"cannot write the journal: {exc}") from exc
 
-    def close(self) -> None:
-        connection = self.connection
-        if connection is not None:
-            self.connection = None
-            if os.getpid() != self.pid:
-                return  # a child made by fork(): the parent owns the records and the database
-            try:
-                self.connection = connection
-                self.flush()
-            finally:
-                self.connection = None
-                connection.close()
+    def _release(self) -> None:
+        if os.getpid() == self.pid:
+            self.connection.close()
 
 
 class SqliteJournal(_Journal):
@@ -655,6 +738,8 @@ class SqliteJournal(_Journal):
         self._epoch = self.last_transport_epoch
         self._state = _SqliteState(self.path, connection)
         self._finalizer = weakref.finalize(self, _SqliteState.close, self._state)
+        if self.fsync != "every":
+            _FLUSHER.add(self._state)
         self._pending = self._state.pending
         self._chars = 0
         self._deadline = 0
@@ -687,10 +772,7 @@ class SqliteJournal(_Journal):
 
     def _write(self) -> None:
         self._chars = 0
-        try:
-            self._state.flush()
-        except sqlite3.Error as exc:
-            raise JournalError(self.path, f"cannot write the journal: {exc}") from exc
+        self._state.flush()
         self._deadline = time_ns() + BATCH_NS
 
     def _other(
@@ -710,7 +792,7 @@ class SqliteJournal(_Journal):
 
     def flush(self) -> None:
         """Commit (and, unless fsync is "never", sync) every pending record now."""
-        if self._state.connection is not None:
+        if not self._state.closed:
             self._write()
 
     def close(self) -> None:
