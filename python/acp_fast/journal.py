@@ -13,8 +13,9 @@ Two kinds, told apart by content (never by file name):
 
 - ``"every"``: each record is written and synced before its callback returns;
 - ``"batch"`` (default): updates are buffered and written in batches, each batch synced; a batch
-  ends at 1 MiB, after 50 ms, or at any record that is not an update (a permission decision,
-  a line sent or received), so decisions and turn boundaries are on disk at once;
+  ends at 1 MiB, at any record that is not an update (a permission decision, a line sent or
+  received), so decisions and turn boundaries are on disk at once, or when it has waited 50 ms
+  (one daemon thread for all journals writes it then, even when no record follows);
 - ``"never"``: batches as ``"batch"``, handed to the OS but never synced.
 
 A host killed with SIGKILL leaves a journal that opens cleanly and holds a gap-free prefix of
