@@ -277,3 +277,30 @@ def test_show_and_stats_of_wire_lines(tmp_path: Path) -> None:
     assert len(turn_rows) == 1 and turn_rows[0].split()[1:3] == ["s-1", "2"]
     assert turn_rows[0].endswith("end_turn")
     assert "1 turns" in stats
+
+
+def test_without_rich_the_view_is_plain_lines(tmp_path: Path) -> None:
+    """rich is an optional extra: without it `auto` falls back to plain lines, and asking for
+    `live` is a usage error naming the extra."""
+    blocked = (
+        "import sys; sys.modules['rich'] = None; from acp_fast.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", blocked, *args],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    plain = run("run", "--view", "auto", "hello")
+    assert plain.returncode == 0 and plain.stdout == "Hello! You said: hello.\n"
+    live = run("run", "--view", "live", "hello")
+    assert live.returncode == 2 and "Traceback" not in live.stderr
+    assert live.stderr.splitlines()[-1] == (
+        "acp-fast: error: --view live needs rich: pip install 'acp-fast[live]'"
+    )
