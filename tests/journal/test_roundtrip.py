@@ -164,7 +164,6 @@ def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path) -> None:
     assert not any("client message 1 " in line for line in lines)
 
 
-@pytest.mark.xfail(strict=True, reason="core wire tap lands with the Connection")
 def test_wire_lines_recorded_end_to_end(tmp_path: Path) -> None:
     """With the core's `on_sent`/`on_received` tap: the journal holds the client's every line
     and the agent's answers, in order with the updates; a two-turn conversation replays turn
