@@ -147,8 +147,13 @@ class _CoreOptions:
 def mcp_tuple(server: Any) -> tuple[Any, ...]:
     """`acp.McpServer` (stdio) or a typed model server (stdio, http, sse) as the core's tuple."""
     if isinstance(server, McpServer):
-        return ("stdio", server.name, server.command, list(server.args),
-                [(e.name, e.value) for e in server.env])
+        return (
+            "stdio",
+            server.name,
+            server.command,
+            list(server.args),
+            [(e.name, e.value) for e in server.env],
+        )
     kind = getattr(server, "type", None)
     headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
     if kind in ("http", "sse"):
@@ -210,7 +215,7 @@ class Client:
         if isinstance(args, str):
             raise TypeError("args must be a sequence of strings, not a string")
         if session_state != "off":
-            raise ValueError(f"session_state must be \"off\" (got {session_state!r})")
+            raise ValueError(f'session_state must be "off" (got {session_state!r})')
         self._cwd = None if cwd is None else os.fspath(cwd)
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy

@@ -10,8 +10,8 @@ stdout and thoughts, the plan, tool calls and permission decisions go to stderr,
 
 ``acp-fast journal show PATH [--kind K]... [--envelopes]`` prints a journal's records, one a
 line; ``acp-fast journal stats PATH`` counts them (turns, updates by kind, bytes, permission
-decisions, durations). ``acp-fast replay PATH [--log LOG] [--wait-cancel]`` is an ACP agent that
-plays a journal or transcript back (see `acp_fast.replay_agent`).
+decisions, durations). ``acp-fast replay PATH [--epoch E] [--log LOG] [--wait-cancel]`` is an ACP
+agent that plays a journal or transcript back (see `acp_fast.replay_agent`).
 
 ``acp-fast bench [--quick] [--seconds S]`` measures this machine's reader capacity: the bundled
 demo agent floods ``agent_message_chunk`` updates of 64 B, 1 KiB, 64 KiB and 1 MiB of text, and
@@ -802,6 +802,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "journal":
         return _journal(parser, args)
     if args.command == "replay":
-        return replay_agent.run(args.path, args.log, args.wait_cancel)
+        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch)
     parser.print_help(sys.stderr)
     return 2

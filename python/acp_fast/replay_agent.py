@@ -1,10 +1,13 @@
 """An ACP agent that plays a recorded conversation back to any client.
 
-    python -m acp_fast.replay_agent PATH [--log LOG] [--wait-cancel]
-    acp-fast replay PATH [--log LOG] [--wait-cancel]
+    python -m acp_fast.replay_agent PATH [--epoch E] [--log LOG] [--wait-cancel]
+    acp-fast replay PATH [--epoch E] [--log LOG] [--wait-cancel]
 
 PATH is an acp-fast journal (JSONL or SQLite, see `acp_fast.journal`) or an interop transcript
-(one ``{"t", "dir": "->" | "<-" | "stderr", "msg"}`` object a line). The agent writes the
+(one ``{"t", "dir": "->" | "<-" | "stderr", "msg"}`` object a line). A journal appended to by
+several clients holds several runs (each starts with the client's ``initialize``, or without the
+wire tap with a new epoch): the agent plays the one whose updates carry ``--epoch E``, by
+default the last (saying so on stderr when there are more). The agent writes the
 recorded agent-to-client lines in order: a journal's exactly as recorded, byte for byte (a
 transcript's as compact JSON), and a transcript's stderr lines to stderr. Before an answer to
 one of the client's requests (``initialize``, ``session/new``, ``session/prompt``, and any other
@@ -84,14 +87,15 @@ class Recording:
     methods: tuple[str, ...] | None
 
 
-def load(path: str) -> Recording:
-    """The events of a journal or a transcript, in order."""
+def load(path: str, epoch: int | None = None) -> Recording:
+    """The events of a journal (its run with `epoch`, else its last) or a transcript, in
+    order."""
     try:
         kind = journal.journal_kind(path)
     except journal.JournalError:
         kind = None
     if kind is not None:
-        return Recording(_from_journal(path), None)
+        return Recording(_from_journal(path, epoch), None)
     try:
         with open(path, encoding="utf-8") as handle:
             lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
@@ -115,11 +119,60 @@ def load(path: str) -> Recording:
     return Recording(entries, CLIENT_METHODS)
 
 
-def _from_journal(path: str) -> list[Entry]:
+@dataclass
+class _Run:
+    """The records of one client connection in a journal."""
+
+    records: list[journal.JournalRecord]
+    epochs: set[int]
+
+
+def _runs(path: str) -> list[_Run]:
+    """A journal's records split into client connections: a new one starts at each
+    `initialize` the client sent (with the wire tap) or, without it, at each new epoch."""
+    runs: list[_Run] = []
+    for record in journal.read(path):
+        starts = not runs
+        if record.kind == journal.RecordKind.SENT:
+            starts = starts or '"method":"initialize"' in record.envelope.replace(" ", "")
+        elif record.kind == journal.RecordKind.UPDATE and runs:
+            current = runs[-1]
+            wired = any(r.kind == journal.RecordKind.SENT for r in current.records)
+            starts = (
+                not wired
+                and bool(current.epochs)
+                and record.transport_epoch not in (current.epochs)
+            )
+        if starts:
+            runs.append(_Run([], set()))
+        runs[-1].records.append(record)
+        if record.kind == journal.RecordKind.UPDATE:
+            runs[-1].epochs.add(record.transport_epoch)
+    return runs
+
+
+def _from_journal(path: str, epoch: int | None) -> list[Entry]:
+    runs = _runs(path)
+    if epoch is not None:
+        chosen = [run for run in runs if epoch in run.epochs]
+        if not chosen:
+            found = sorted({e for run in runs for e in run.epochs})
+            raise RecordingError(
+                f"{path}: no run with epoch {epoch} (epochs: {', '.join(map(str, found)) or '-'})"
+            )
+        run = chosen[-1]
+    else:
+        run = runs[-1] if runs else _Run([], set())
+        if len(runs) > 1:
+            epochs = ", ".join(str(min(r.epochs)) if r.epochs else "?" for r in runs)
+            _err(
+                f"replay: {path} holds {len(runs)} runs (epochs {epochs}); playing the last "
+                "(choose one with --epoch)"
+            )
     entries = []
     first_session = ""
     wire_lines = False
-    for record in journal.read(path):
+    for record in run.records:
         kind = record.kind
         origin = f"record {record.number}"
         if kind == journal.RecordKind.ACTIVITY:
@@ -368,16 +421,23 @@ def add_arguments(result: argparse.ArgumentParser) -> None:
     result.add_argument("path", metavar="PATH", help="a journal (JSONL or SQLite) or a transcript")
     result.add_argument("--log", metavar="LOG", help="append every line the client writes to LOG")
     result.add_argument(
+        "--epoch",
+        type=int,
+        metavar="E",
+        help="a journal holding several runs (clients): play the one with this transport "
+        "epoch (default: the last run)",
+    )
+    result.add_argument(
         "--wait-cancel",
         action="store_true",
         help="where the recording has the client's session/cancel, wait for the live one",
     )
 
 
-def run(path: str, log_path: str | None, wait_cancel: bool) -> int:
+def run(path: str, log_path: str | None, wait_cancel: bool, epoch: int | None = None) -> int:
     """Play `path`; the exit status (1 with one line on stderr when it cannot be loaded)."""
     try:
-        recording = load(path)
+        recording = load(path, epoch)
     except (RecordingError, journal.JournalError) as exc:
         _err(f"acp-fast replay: error: {exc}")
         return 1
@@ -397,7 +457,7 @@ def run(path: str, log_path: str | None, wait_cancel: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return run(args.path, args.log, args.wait_cancel)
+    return run(args.path, args.log, args.wait_cancel, args.epoch)
 
 
 if __name__ == "__main__":

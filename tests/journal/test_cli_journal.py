@@ -304,3 +304,32 @@ def test_without_rich_the_view_is_plain_lines(tmp_path: Path) -> None:
     assert live.stderr.splitlines()[-1] == (
         "acp-fast: error: --view live needs rich: pip install 'acp-fast[live]'"
     )
+
+
+def test_replay_plays_one_run_of_an_appended_journal(tmp_path: Path) -> None:
+    path = tmp_path / "talk.jsonl"
+    assert cli("run", "--journal", str(path), "first run").returncode == 0
+    assert cli("run", "--journal", str(path), "second run").returncode == 0
+
+    def replay(*options: str) -> subprocess.CompletedProcess[str]:
+        agent = f"{sys.executable} -m acp_fast replay {path} {' '.join(options)}"
+        return cli("run", "--agent", agent, "first run")
+
+    last = replay()
+    assert last.returncode == 0, last.stderr
+    assert last.stdout == "Hello! You said: second run.\n"
+    first = replay("--epoch", "1")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "Hello! You said: first run.\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "replay", str(path), "--epoch", "9"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"acp-fast replay: error: {path}: no run with epoch 9 (epochs: 1, 2)"
+    ]

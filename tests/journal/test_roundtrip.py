@@ -197,3 +197,31 @@ def test_wire_lines_recorded_end_to_end(tmp_path: Path) -> None:
         )
         assert again == results  # per turn: reply, stop reason
         assert "differs" not in stderr and "not recorded" not in stderr
+
+
+def test_runs_of_a_journal_without_wire_lines_split_by_epoch(tmp_path: Path) -> None:
+    from acp_fast import replay_agent
+
+    from .kit import update
+
+    path = tmp_path / "j.jsonl"
+    with journal.JsonlJournal(path) as j:
+        j.on_update(update(1, "one", epoch=1))
+        j.on_update(update(2, "two", epoch=1))
+        j.on_update(update(1, "three", epoch=2, session="s-2"))
+    texts = {
+        epoch: [
+            json.loads(e.raw)["params"]["update"]["content"]["text"]
+            for e in replay_agent.load(str(path), epoch).entries
+            if e.raw is not None
+        ]
+        for epoch in (1, 2)
+    }
+    assert texts == {1: ["one", "two"], 2: ["three"]}
+    made = replay_agent.load(str(path)).entries  # the last run, with a made-up handshake
+    assert [e.message.get("method") for e in made if e.synthetic and e.direction == "->"] == [
+        "initialize",
+        "session/new",
+        "session/prompt",
+    ]
+    assert made[3].message["result"] == {"sessionId": "s-2"}
