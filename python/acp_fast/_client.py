@@ -148,8 +148,13 @@ class _CoreOptions:
 def mcp_tuple(server: Any) -> tuple[Any, ...]:
     """`acp.McpServer` (stdio) or a typed model server (stdio, http, sse) as the core's tuple."""
     if isinstance(server, McpServer):
-        return ("stdio", server.name, server.command, list(server.args),
-                [(e.name, e.value) for e in server.env])
+        return (
+            "stdio",
+            server.name,
+            server.command,
+            list(server.args),
+            [(e.name, e.value) for e in server.env],
+        )
     kind = getattr(server, "type", None)
     headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
     if kind in ("http", "sse"):

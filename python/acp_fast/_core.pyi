@@ -100,6 +100,7 @@ def _rebuild_update(
     message_id: str | None,
     tool_call_id: str | None,
 ) -> Update: ...
+
 @final
 class CoreClient:
     """One agent and its sans-I/O Connection, driven by a blocking loop; `options` is the

@@ -173,9 +173,7 @@ class Session:
         if self._closed:
             raise RuntimeError(f"session {self.session_id!r} is closed")
 
-    def prompt(
-        self, content: str | Iterable[Any], *, timeout: float | None = None
-    ) -> TurnResult:
+    def prompt(self, content: str | Iterable[Any], *, timeout: float | None = None) -> TurnResult:
         """One turn: a `str` is one text block. Image, audio and embedded resources need the
         agent's prompt capabilities (`CapabilityError` otherwise, nothing written)."""
         return self._turn(content, timeout=timeout, gated=True)

@@ -1,30 +1,46 @@
 """The ``acp-fast`` command line.
 
 ``acp-fast run [--agent "CMD ARGS"] [--cwd DIR] [--allow-kind K]... [--allow-title-prefix P]...
-PROMPT`` starts an agent (by default the bundled demo agent), sends one prompt and streams the
-reply to stdout; thoughts, the plan, tool calls and permission decisions go to stderr.
+[--journal PATH [--fsync every|batch|never] [--journal-kind jsonl|sqlite]] [--view auto|live|plain]
+PROMPT`` starts an agent (by default the bundled demo agent) and sends one prompt. On a terminal,
+with the optional ``rich`` installed, a live view shows the reply streaming, the plan, tool calls,
+permission decisions and a footer with updates/s and bytes; otherwise the reply streams to
+stdout and thoughts, the plan, tool calls and permission decisions go to stderr, one line each.
+``--journal`` records the whole conversation (see `acp_fast.journal`).
+
+``acp-fast journal show PATH [--kind K]... [--envelopes]`` prints a journal's records, one a
+line; ``acp-fast journal stats PATH`` counts them (turns, updates by kind, bytes, permission
+decisions, durations). ``acp-fast replay PATH [--epoch E] [--log LOG] [--wait-cancel]`` is an ACP
+agent that plays a journal or transcript back (see `acp_fast.replay_agent`).
 
 ``acp-fast bench [--quick] [--seconds S]`` measures this machine's reader capacity: the bundled
 demo agent floods ``agent_message_chunk`` updates of 64 B, 1 KiB, 64 KiB and 1 MiB of text, and
 the table on stdout gives updates/s and MB/s (whole lines, JSON envelope included) for each; a
 progress bar goes to stderr when it is a terminal.
 
-Exit status: 0 when the turn finished (whatever its stop reason), 1 on an acp-fast or OS error
-(one line on stderr, no traceback), 2 on a usage error, 130 on Ctrl-C.
+Exit status: 0 when the turn finished (whatever its stop reason), 1 on an acp-fast, journal or
+OS error (one line on stderr, no traceback), 2 on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import shlex
+import statistics
 import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import acp_fast
+from acp_fast import journal as journal_module
+from acp_fast import replay_agent
 
 _MIB = 1024 * 1024
 
@@ -156,6 +172,33 @@ def _build_parser() -> argparse.ArgumentParser:
         default=[],
         help="grant permission requests whose tool call title starts with PREFIX; repeatable",
     )
+    run.add_argument(
+        "--journal",
+        metavar="PATH",
+        default=None,
+        help="record the whole conversation in this journal (appended to when it exists; a new "
+        "one is SQLite when its name ends in .sqlite, .sqlite3 or .db, else JSONL)",
+    )
+    run.add_argument(
+        "--fsync",
+        choices=journal_module.FSYNC_MODES,
+        default="batch",
+        help="when journal records are synced to disk: every record, each batch (default), "
+        "or never (left to the OS)",
+    )
+    run.add_argument(
+        "--journal-kind",
+        choices=("jsonl", "sqlite"),
+        default=None,
+        help="the kind of a new journal (default: by its name)",
+    )
+    run.add_argument(
+        "--view",
+        choices=("auto", "live", "plain"),
+        default="auto",
+        help="live: the terminal view (needs rich: pip install 'acp-fast[live]'); plain: one "
+        "line per event; auto (default): live when stdout is a terminal and rich is installed",
+    )
     run.add_argument("prompt", metavar="PROMPT", help="the prompt text")
     bench = commands.add_parser(
         "bench",
@@ -177,6 +220,46 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one small prompt per size: checks that it works, measures little",
     )
+    journal = commands.add_parser(
+        "journal",
+        help="show or count the records of a journal",
+        description="Read a journal (JSONL or SQLite, told apart by content).",
+    )
+    journal_commands = journal.add_subparsers(dest="journal_command", metavar="ACTION")
+    show = journal_commands.add_parser(
+        "show",
+        help="print the records, one a line",
+        description="Print a journal's records in order, one a line: number, time, kind, "
+        "epoch:sequence, session and a summary.",
+    )
+    show.add_argument("path", metavar="PATH")
+    show.add_argument(
+        "--kind",
+        action="append",
+        choices=[kind.value for kind in journal_module.RecordKind],
+        default=[],
+        help="only records of this kind; repeatable",
+    )
+    show.add_argument(
+        "--envelopes",
+        action="store_true",
+        help="print each record's exact line instead of the table",
+    )
+    stats = journal_commands.add_parser(
+        "stats",
+        help="count turns, updates by kind, bytes, permission decisions and durations",
+        description="Summarise a journal: records, turns and their durations, updates by kind "
+        "with their bytes, permission decisions.",
+    )
+    stats.add_argument("path", metavar="PATH")
+    replay = commands.add_parser(
+        "replay",
+        help="an ACP agent that plays a journal or transcript back (for --agent)",
+        description="Run an ACP agent on stdin/stdout that plays a recorded conversation back "
+        "to any client, checks the client's messages against the recording and says where "
+        "they differ (on stderr). E.g. acp-fast run --agent 'acp-fast replay PATH' hello",
+    )
+    replay_agent.add_arguments(replay)
     return parser
 
 
@@ -212,43 +295,64 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             print(f"acp-fast: error: --cwd {args.cwd}: not a directory", file=sys.stderr)
             return 1
 
-    observer = ConsoleObserver(sys.stdout, sys.stderr)
+    live = _live_view(parser, args.view, args.journal)
+    observer: ConsoleObserver | Any = (
+        live if live is not None else ConsoleObserver(sys.stdout, sys.stderr)
+    )
     try:
-        client = acp_fast.Client(
-            command[0],
-            args=command[1:],
-            reader_limits=acp_fast.DEFAULT_READER_LIMITS,
-            transfer_limits=CLI_TRANSFER_LIMITS,
-            transport_epoch=1,
-            cwd=cwd,
-            permission_policy=acp_fast.PermissionPolicy(
-                allowed_tool_kinds=args.allow_kind,
-                allowed_title_prefixes=args.allow_title_prefix,
-            ),
-            observer=observer,
-        )
-        with client:
-            client.start()
-            result = client.prompt_detailed(args.prompt)
+        with ExitStack() as stack, _warnings_to_stderr():
+            epoch = 1
+            watched: Any = observer
+            if args.journal is not None:
+                journal = journal_module.open_journal(
+                    args.journal, args.fsync, kind=args.journal_kind, observer=observer
+                )
+                stack.callback(journal.close)
+                # A new epoch per run, so (epoch, sequence) stays a key in an appended journal.
+                epoch = journal.last_transport_epoch + 1
+                journal.transport_epoch = epoch
+                watched = journal
+                if live is not None:
+                    live.attach_journal(journal)
+            if live is not None:
+                stack.enter_context(live)
+            client = acp_fast.Client(
+                command[0],
+                args=command[1:],
+                reader_limits=acp_fast.DEFAULT_READER_LIMITS,
+                transfer_limits=CLI_TRANSFER_LIMITS,
+                transport_epoch=epoch,
+                cwd=cwd,
+                permission_policy=acp_fast.PermissionPolicy(
+                    allowed_tool_kinds=args.allow_kind,
+                    allowed_title_prefixes=args.allow_title_prefix,
+                ),
+                observer=watched,
+            )
+            with client:
+                client.start()
+                result = client.prompt_detailed(args.prompt)
     except KeyboardInterrupt:
-        observer.finish()
+        _finish(observer)
         print("acp-fast: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         _silence_stdout()
-        observer.finish()
+        _finish(observer)
         print("acp-fast: error: stdout was closed", file=sys.stderr)
         return 1
     except (acp_fast.AcpError, OSError) as exc:
-        observer.finish()
-        if observer.reply_written and not observer.reply_ends_with_newline:
-            _write_newline()
+        _finish(observer)
+        if isinstance(observer, ConsoleObserver):
+            if observer.reply_written and not observer.reply_ends_with_newline:
+                _write_newline()
         print(f"acp-fast: error: {_one_line(exc)}", file=sys.stderr)
         return 1
 
-    observer.finish()
-    if observer.reply_written and not observer.reply_ends_with_newline:
-        _write_newline()
+    _finish(observer)
+    if isinstance(observer, ConsoleObserver):
+        if observer.reply_written and not observer.reply_ends_with_newline:
+            _write_newline()
     overflow = result.overflow
     if overflow is not None:
         print(
@@ -259,6 +363,43 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if result.stop_reason != "end_turn":
         print(f"stop reason: {result.stop_reason}", file=sys.stderr)
     return 0
+
+
+def _finish(observer: Any) -> None:
+    if isinstance(observer, ConsoleObserver):
+        observer.finish()
+    else:
+        observer.stop()
+
+
+def _live_view(parser: argparse.ArgumentParser, view: str, journal_path: str | None) -> Any:
+    """The live view when asked for (or, with "auto", when stdout is a terminal and rich is
+    installed); None for plain lines."""
+    if view == "plain" or (view == "auto" and not sys.stdout.isatty()):
+        return None
+    try:
+        from rich.console import Console
+
+        from acp_fast._live import LiveView
+    except ImportError:
+        if view == "live":
+            parser.error("--view live needs rich: pip install 'acp-fast[live]'")
+        return None
+    return LiveView(Console(), journal_path)
+
+
+@contextmanager
+def _warnings_to_stderr() -> Iterator[None]:
+    """Journal warnings (a torn final record) as one line each on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", journal_module.TornRecordWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                print(
+                    f"acp-fast: warning: {' '.join(str(warning.message).split())}", file=sys.stderr
+                )
 
 
 def _write_newline() -> None:
@@ -468,6 +609,188 @@ def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+# --- acp-fast journal show|stats, acp-fast replay -------------------------------------------
+
+
+def _clock(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _clip(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary(record: journal_module.JournalRecord) -> str:
+    """A record in a few words, for `journal show`."""
+    kind = record.kind
+    if kind == journal_module.RecordKind.PERMISSION:
+        fields = record.fields
+        title = fields.get("title") or fields.get("tool_call_id") or "(untitled)"
+        return f"{_clip(str(title), 40)} -> {journal_module.permission_label(fields)}"
+    if kind == journal_module.RecordKind.ACTIVITY:
+        fields = record.fields
+        what = fields.get("path") or fields.get("command") or fields.get("terminal_id") or ""
+        allowed = "allowed" if fields.get("allowed") else f"refused: {fields.get('reason')}"
+        return f"{fields.get('method', '?')} {_clip(str(what), 40)} {allowed}"
+    try:
+        message = json.loads(record.envelope)
+    except ValueError:
+        return "(not JSON) " + _clip(record.envelope)
+    if not isinstance(message, dict):
+        return _clip(record.envelope)
+    if kind == journal_module.RecordKind.UPDATE:
+        update = (message.get("params") or {}).get("update") or {}
+        name = str(update.get("sessionUpdate", "?"))
+        content = update.get("content")
+        text = ""
+        if isinstance(content, dict) and isinstance(content.get("text"), str):
+            text = repr(_clip(content["text"], 50))
+        elif name in ("tool_call", "tool_call_update"):
+            text = " ".join(
+                str(update[k]) for k in ("toolCallId", "title", "status") if update.get(k)
+            )
+        elif name == "plan":
+            text = f"{len(update.get('entries') or [])} entries"
+        return f"{name} {text}".rstrip()
+    method = message.get("method")
+    request_id = f" id={json.dumps(message['id'])}" if "id" in message else ""
+    if isinstance(method, str):
+        return f"{method}{request_id}"
+    if "error" in message:
+        error = message.get("error") or {}
+        return (
+            f"answer{request_id} error {error.get('code')} {_clip(str(error.get('message')), 40)}"
+        )
+    result = message.get("result")
+    if isinstance(result, dict) and "stopReason" in result:
+        return f"answer{request_id} stopReason={result['stopReason']}"
+    if isinstance(result, dict) and "outcome" in result:
+        return f"answer{request_id} {_clip(json.dumps(result['outcome']), 50)}"
+    return f"answer{request_id}"
+
+
+def _journal_show(args: argparse.Namespace) -> int:
+    kinds = set(args.kind)
+    out = sys.stdout
+    with _warnings_to_stderr():
+        for record in journal_module.read(args.path):
+            if kinds and record.kind.value not in kinds:
+                continue
+            if args.envelopes:
+                out.write(record.envelope + "\n")
+                continue
+            key = f"{record.transport_epoch}:{record.update_sequence}"
+            out.write(
+                f"{record.number:>7}  {_clock(record.time)}  {record.kind.value:<10} {key:<9} "
+                f"{_clip(record.session_id, 16):<16} {summary(record)}\n"
+            )
+    out.flush()
+    return 0
+
+
+def _table(rows: Sequence[tuple[str, ...]], right: Sequence[bool]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(
+            (cell.rjust(width) if align else cell.ljust(width))
+            for cell, width, align in zip(row, widths, right, strict=True)
+        ).rstrip()
+        for row in rows
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.3f} s"
+
+
+def format_stats(stats: journal_module.JournalStats) -> str:
+    """The `journal stats` report: a few labelled tables."""
+    span = (stats.last_time or 0.0) - (stats.first_time or 0.0)
+    head = [
+        ("journal", f"{stats.path} ({stats.kind})"),
+        ("file bytes", f"{stats.file_bytes:,}"),
+        ("records", f"{stats.records:,}"),
+        ("by kind", ", ".join(f"{k} {v:,}" for k, v in sorted(stats.records_by_kind.items()))),
+        ("epochs", ", ".join(str(e) for e in sorted(stats.epochs)) or "-"),
+        ("sessions", ", ".join(sorted(stats.sessions)) or "-"),
+        ("span", _seconds(span) if stats.records else "-"),
+    ]
+    if stats.updates:
+        head.append(("bytes/update", f"{stats.file_bytes / stats.updates:,.1f} in the file"))
+    if stats.torn:
+        head.append(("torn", "a torn final record (a crash) was left out"))
+    parts = [_table(head, (False, False))]
+    turns = stats.turns
+    if stats.records_by_kind.get("sent") or stats.records_by_kind.get("received"):
+        rows: list[tuple[str, ...]] = [("turn", "session", "updates", "duration", "stop reason")]
+        for number, turn in enumerate(turns, 1):
+            duration = _seconds(turn.ended - turn.started) if turn.ended is not None else "-"
+            rows.append(
+                (
+                    str(number),
+                    _clip(turn.session_id, 24),
+                    f"{turn.updates:,}",
+                    duration,
+                    turn.stop_reason or "(no answer)",
+                )
+            )
+        ended = [t.ended - t.started for t in turns if t.ended is not None]
+        if ended:
+            rows.append(
+                (
+                    "all",
+                    "",
+                    f"{sum(t.updates for t in turns):,}",
+                    f"median {_seconds(statistics.median(ended))}",
+                    f"{len(turns)} turns",
+                )
+            )
+        parts.append(_table(rows, (True, False, True, True, False)) if turns else "turns: 0")
+    else:
+        parts.append("turns: unknown (no wire lines: recorded without the core's wire tap)")
+    if stats.updates_by_kind:
+        rows = [("update kind", "count", "bytes")]
+        for kind, count in sorted(stats.updates_by_kind.items(), key=lambda item: -item[1]):
+            rows.append((kind, f"{count:,}", f"{stats.update_bytes_by_kind[kind]:,}"))
+        total = sum(stats.update_bytes_by_kind.values())
+        rows.append(("all", f"{stats.updates:,}", f"{total:,}"))
+        parts.append(_table(rows, (False, True, True)))
+    if stats.permissions:
+        rows = [("permission decision", "count")]
+        for label, count in sorted(stats.permissions.items(), key=lambda item: -item[1]):
+            rows.append((label, f"{count:,}"))
+        parts.append(_table(rows, (False, True)))
+    return "\n\n".join(parts)
+
+
+def _journal_stats(args: argparse.Namespace) -> int:
+    stats = journal_module.summarize(args.path)
+    print(format_stats(stats))
+    sys.stdout.flush()
+    return 0
+
+
+def _journal(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.journal_command is None:
+        parser.error("journal: say show or stats")
+    try:
+        if args.journal_command == "show":
+            return _journal_show(args)
+        return _journal_stats(args)
+    except journal_module.JournalError as exc:
+        print(f"acp-fast: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            _silence_stdout()
+            return 1
+        print(f"acp-fast: error: {args.path}: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``acp-fast`` command line; return the exit status."""
     parser = _build_parser()
@@ -476,5 +799,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, args)
     if args.command == "bench":
         return _bench(parser, args)
+    if args.command == "journal":
+        return _journal(parser, args)
+    if args.command == "replay":
+        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch)
     parser.print_help(sys.stderr)
     return 2

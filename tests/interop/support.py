@@ -25,7 +25,8 @@ from .fake_models import FakeModelServer, ModelRequest, Reply, ToolCall
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 PY_SDK_AGENT = HERE / "agents" / "py_sdk_agent.py"
-REPLAY_AGENT = HERE / "agents" / "replay_agent.py"
+#: The replay agent, promoted into the package: `python -m acp_fast.replay_agent`.
+REPLAY_AGENT_ARGS = ("-m", "acp_fast.replay_agent")
 
 PY_SDK_VERSION = "0.12.1"
 LIMITS = acp.TransferLimits(

@@ -1,5 +1,5 @@
 """Replays every recorded transcript of a real agent (tests/interop/data/*.jsonl, from
-shared/interop-transcripts) through `acp_fast.Client`, with `agents/replay_agent.py` playing the
+shared/interop-transcripts) through `acp_fast.Client`, with `acp_fast.replay_agent` playing the
 agent's side: the client must deliver every update, exactly as sent and numbered from 1, answer
 every request of the agent, and end each call the way the recorded run ended (the recorded stop
 reason, or the recorded error). No network, no Node: these run in every test run.
@@ -20,7 +20,7 @@ from typing import Any
 import acp_fast as acp
 import pytest
 
-from .support import DATA, LIMITS, REPLAY_AGENT, Journal, read_json_lines
+from .support import DATA, LIMITS, REPLAY_AGENT_ARGS, Journal, read_json_lines
 
 TRANSCRIPTS = sorted(DATA.glob("*.jsonl"))
 ALLOWED_KINDS = ("edit", "execute")
@@ -163,7 +163,7 @@ def test_transcripts_are_there() -> None:
 def test_replay(path: Path, tmp_path: Path) -> None:
     expected = expected_from(path)
     log = tmp_path / "client.jsonl"
-    args = [str(REPLAY_AGENT), str(path), str(log)]
+    args = [*REPLAY_AGENT_ARGS, str(path), "--log", str(log)]
     limits = LIMITS
     if expected.cancel_after_bytes is not None:
         args.append("--wait-cancel")

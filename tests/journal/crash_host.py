@@ -1,0 +1,59 @@
+"""A host for the crash test: streams COUNT updates from the demo agent into a journal.
+
+    python crash_host.py KIND PATH FSYNC PROGRESS COUNT
+
+PROGRESS is a 16-byte file it maps: the agent's pid, then the sequence of the last update
+whose journal callback had recorded it (written by the wrapped observer, which the journal
+calls after recording). After the prompt it waits to be killed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import sys
+import time
+
+import acp_fast as acp
+from acp_fast import journal
+
+
+class Progress:
+    __slots__ = ("view",)
+
+    def __init__(self, view: mmap.mmap) -> None:
+        self.view = view
+
+    def on_update(self, update: acp.Update) -> None:
+        struct.pack_into("q", self.view, 8, update.update_sequence)
+
+
+def main() -> None:
+    kind, path, fsync, progress_path, count = sys.argv[1:6]
+    with open(progress_path, "r+b") as handle:
+        view = mmap.mmap(handle.fileno(), 16)
+    cls = journal.JsonlJournal if kind == "jsonl" else journal.SqliteJournal
+    recording = cls(path, fsync, observer=Progress(view))  # type: ignore[arg-type]
+    client = acp.Client(
+        sys.executable,
+        args=["-m", "acp_fast.demo_agent", "--flood-count", count, "--flood-bytes", "32"],
+        reader_limits=acp.DEFAULT_READER_LIMITS,
+        transfer_limits=acp.TransferLimits(
+            request_bytes=1 << 20,
+            response_bytes=1 << 20,
+            update_bytes=1 << 20,
+            update_count=1 << 30,
+            response_segment_count=1 << 30,
+        ),
+        transport_epoch=1,
+        observer=recording,
+    )
+    struct.pack_into("q", view, 0, client.pid or 0)
+    client.start()
+    client.prompt_detailed("flood")
+    while True:
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
