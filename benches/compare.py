@@ -93,6 +93,7 @@ class Sizes:
     updates: int  # (a)
     big_updates: int  # (b)
     permissions: int  # (c)
+    cancels: int  # (g): turns cancelled per runner and round
     rss_streams: tuple[int, int]  # (f)
     close_grace: float  # (e): how long to keep looking after close() returned
 
@@ -102,6 +103,7 @@ FULL = Sizes(
     updates=100_000,
     big_updates=2_000,
     permissions=2_000,
+    cancels=200,
     rss_streams=(GIB, 4 * GIB),
     close_grace=1.0,
 )
@@ -110,6 +112,7 @@ QUICK = Sizes(
     updates=10_000,
     big_updates=200,
     permissions=200,
+    cancels=30,
     rss_streams=(64 * MIB, 256 * MIB),
     close_grace=0.5,
 )
@@ -287,6 +290,32 @@ def fast_close(agent_args: list[str], grace: float) -> Closed:
     return settle({"agent": pid, "grandchild": kids[0]}, started, returned, grace)
 
 
+def fast_cancels(turns: int) -> list[float]:
+    """Seconds from `Session.cancel()` (called when the turn's first update arrives) to the
+    turn's return, for `turns` turns of one client."""
+    marks: list[float] = []
+
+    class Canceller:
+        session: acp_fast.Session | None = None
+
+        def on_update(self, update: acp_fast.Update) -> None:
+            assert self.session is not None
+            marks.append(time.perf_counter())
+            self.session.cancel()
+
+    observer = Canceller()
+    latencies = []
+    with fast_client(["--wait-cancel"], observer) as client:
+        client.start()
+        observer.session = client.default_session
+        assert observer.session is not None
+        for _ in range(turns):
+            result = observer.session.prompt("go")
+            latencies.append(time.perf_counter() - marks[-1])
+            check(result.stop_reason == "cancelled", f"acp-fast: {result.stop_reason}")
+    return latencies
+
+
 # --- runner 2: the official SDK -----------------------------------------------------------
 
 
@@ -366,6 +395,43 @@ async def _sdk_close(agent_args: list[str], grace: float) -> Closed:
         blocked = Closed(None, None, tuple(kill_leftovers(pids)))
         await closing  # killing the grandchild closed the pipe: the shutdown can finish
     return blocked
+
+
+class SdkCanceller(SdkCounter):
+    """Cancels the turn when its first update arrives (`conn` is set once connected)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn: Any = None
+        self.marks: list[float] = []
+        self.tasks: set[asyncio.Future[Any]] = set()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.marks.append(time.perf_counter())
+        task = asyncio.ensure_future(self.conn.cancel(session_id=session_id))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+async def _sdk_cancels(turns: int) -> list[float]:
+    import acp
+
+    latencies = []
+    client = SdkCanceller()
+    async with contextlib.AsyncExitStack() as stack:
+        conn, _, session_id = await _sdk_open(stack, client, ["--wait-cancel"])
+        client.conn = conn
+        for _ in range(turns):
+            response = await asyncio.wait_for(
+                conn.prompt(session_id=session_id, prompt=[acp.text_block("go")]), 10
+            )
+            latencies.append(time.perf_counter() - client.marks[-1])
+            check(response.stop_reason == "cancelled", f"SDK: {response.stop_reason}")
+    return latencies
+
+
+def sdk_cancels(turns: int) -> list[float]:
+    return asyncio.run(_sdk_cancels(turns))
 
 
 def sdk_stream(agent_args: list[str]) -> Stream:
@@ -464,6 +530,40 @@ class LoopAgent:
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def loop_cancels(turns: int) -> list[float]:
+    """The loop writes session/cancel from its update callback, then reads on to the answer."""
+    import orjson
+
+    agent = LoopAgent(["--wait-cancel"])
+    latencies = []
+    try:
+        session_id = agent.start()
+        proc = agent.proc
+        assert proc.stdin is not None
+        stdin = proc.stdin
+        marks: list[float] = []
+        cancel = orjson.dumps(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        )
+
+        def on_update(update: Any) -> None:
+            marks.append(time.perf_counter())
+            stdin.write(cancel + b"\n")
+            stdin.flush()
+
+        for _ in range(turns):
+            result = agent.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
+                on_update,
+            )
+            latencies.append(time.perf_counter() - marks[-1])
+            check(result["stopReason"] == "cancelled", f"loop: {result['stopReason']}")
+    finally:
+        agent.close()
+    return latencies
 
 
 def loop_stream(agent_args: list[str]) -> Stream:
@@ -754,6 +854,34 @@ def case_permissions(sizes: Sizes) -> Row:
     return rate_row(f"(c) {count:,} permission round trips: round trips/s", medians)
 
 
+def case_cancel(sizes: Sizes) -> list[Row]:
+    """(g) cancel latency: median and p99 over every turn of every round."""
+    runners = {"acp-fast": fast_cancels, "SDK": sdk_cancels, "loop": loop_cancels}
+    samples: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    for number in range(1, sizes.rounds + 1):
+        for name in RUNNERS:
+            progress(f"(g) round {number}/{sizes.rounds}: {name}")
+            samples[name].extend(runners[name](sizes.cancels))
+
+    def quantile(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    rows = []
+    for label, q in (("median", 0.5), ("p99", 0.99)):
+        values = {name: quantile(samples[name], q) * 1e6 for name in RUNNERS}
+        fast = values["acp-fast"]
+        rows.append(
+            Row(
+                f"(g) session/cancel latency, {label} of {len(samples['acp-fast']):,} turns: "
+                "µs from cancel() to the turn's return",
+                {name: f"{value:,.0f}" for name, value in values.items()},
+                (fmt_ratio(values["SDK"] / fast), fmt_ratio(values["loop"] / fast)),
+            )
+        )
+    return rows
+
+
 def case_startup(sizes: Sizes) -> Row:
     samples: dict[str, list[float]] = {name: [] for name in RUNNERS}
     for number in range(1, sizes.rounds + 1):
@@ -909,6 +1037,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(line)
     warm_up()
     rows = [case_updates(sizes), *case_big(sizes), case_permissions(sizes), case_startup(sizes)]
+    rows.extend(case_cancel(sizes))
     rows.append(
         case_close(
             sizes,

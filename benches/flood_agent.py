@@ -7,6 +7,8 @@ Every runner in the comparison talks to this same agent. It answers `initialize`
                              and written in large batches, then end_turn;
 --permissions N              N session/request_permission round trips, each waiting for the
                              client's answer, then end_turn;
+--wait-cancel                each prompt: one chunk, then nothing until session/cancel, which
+                             is answered at once with stopReason cancelled;
 --stream-bytes T --text-bytes B   chunks of B bytes until T bytes of text were sent (for the
                              memory case), then end_turn;
 (no mode)                    end_turn at once (start-up case).
@@ -84,6 +86,7 @@ def main() -> int:
     parser.add_argument("--devnull", action="store_true")
     parser.add_argument("--raw", action="store_true")
     parser.add_argument("--pipe-size", type=int, default=0)
+    parser.add_argument("--wait-cancel", action="store_true")
     args = parser.parse_args()
 
     if args.devnull or args.raw:
@@ -133,6 +136,16 @@ def main() -> int:
                 flood(out, session_id, args.updates, args.text_bytes)
             elif args.stream_bytes:
                 flood(out, session_id, args.stream_bytes // args.text_bytes, args.text_bytes)
+            if args.wait_cancel:
+                # One chunk, then nothing until session/cancel, answered at once.
+                flood(out, session_id, 1, args.text_bytes)
+                while True:
+                    line = stdin.readline()
+                    if not line or json.loads(line).get("method") == "session/cancel":
+                        break
+                cancelled = {"stopReason": "cancelled"}
+                send(out, {"jsonrpc": "2.0", "id": request_id, "result": cancelled})
+                continue
             for number in range(args.permissions):
                 send(
                     out,
