@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from . import _core
+from . import _core, _shutdown, _spawn_args
 from ._errors import CapacityOverflow, InvalidLimits
 from ._types import (
     Audio,
@@ -52,6 +52,9 @@ def _close_live_clients() -> None:
         clients = list(_live_clients)
     for client in clients:
         client.close()
+
+
+_shutdown.install(_close_live_clients)
 
 
 def _positive(name: str, value: object, maximum: int = _U64_MAX) -> int:
@@ -187,7 +190,8 @@ class Client:
                 f"the reader's buffer of reader_limits.message_bytes + 1 ({message_bytes} + 1) "
                 "bytes cannot be allocated; nothing was started"
             )
-        self._cwd = None if cwd is None else os.fspath(cwd)
+        spawn = _spawn_args.convert(command, args, env, cwd)
+        self._cwd = spawn.cwd
         on_update = getattr(observer, "on_update", None) if observer is not None else None
         on_permission = getattr(observer, "on_permission", None) if observer else None
         on_commit = getattr(observer, "on_permission_commit", None) if observer else None
@@ -215,8 +219,8 @@ class Client:
                 committed(_permission_request(record))
 
         self._core = _core.CoreClient(
-            os.fspath(command),
-            [os.fspath(a) for a in args],
+            spawn.command,
+            spawn.args,
             message_bytes,
             request_bytes,
             response_bytes,
@@ -225,7 +229,7 @@ class Client:
             segments,
             epoch,
             self._cwd,
-            None if env is None else [(str(k), str(v)) for k, v in env.items()],
+            spawn.env,
             (client_info.name, client_info.title, client_info.version),
             [
                 (s.name, s.command, list(s.args), [(e.name, e.value) for e in s.env])
@@ -252,7 +256,7 @@ class Client:
 
     def start(self) -> None:
         """Sends `initialize` (protocol version 1), then `session/new` in `cwd`."""
-        self._live.start(self._cwd)
+        self._live.start(_spawn_args.session_cwd(self._cwd))
 
     def prompt(self, text: str) -> str:
         """Sends one text prompt and returns the reply text."""

@@ -3,6 +3,7 @@
 //! Everything else lives in the pure-Rust modules.
 
 use std::borrow::Cow;
+use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -22,6 +23,8 @@ use acp_proto::engine::{
 };
 use acp_proto::error::AcpError;
 use acp_proto::reader::{self, Storage};
+
+mod guard;
 
 // --- the Python-side classes this module hands out ------------------------------------------
 
@@ -880,8 +883,8 @@ impl CoreClient {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        command: String,
-        args: Vec<String>,
+        command: OsString,
+        args: Vec<OsString>,
         message_bytes: usize,
         request_bytes: usize,
         response_bytes: usize,
@@ -889,8 +892,8 @@ impl CoreClient {
         update_count: u64,
         response_segment_count: usize,
         transport_epoch: u64,
-        cwd: Option<String>,
-        env: Option<Vec<(String, String)>>,
+        cwd: Option<OsString>,
+        env: Option<Vec<(OsString, OsString)>>,
         client_info: (String, String, String),
         mcp_servers: Vec<McpServerArg>,
         allowed_tool_kinds: Vec<String>,
@@ -979,7 +982,7 @@ impl CoreClient {
                 Some(errno) => PyOSError::new_err((errno, reason, command.clone())),
                 None => to_pyerr(
                     py,
-                    AcpError::AgentTransportFailed(format!("{reason} ({command})")),
+                    AcpError::AgentTransportFailed(format!("{reason} ({})", command.to_string_lossy())),
                 ),
             }
         })?;
@@ -1204,6 +1207,7 @@ impl CoreClient {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Update>()?;
     m.add_class::<CoreClient>()?;
+    guard::register(m)?;
     m.add(
         "DEFAULT_MESSAGE_BYTES",
         reader::DEFAULT_LIMITS.message_bytes,

@@ -1,4 +1,6 @@
 //! acp-fast's operating-system side: the agent process in a session of its own, signals to its
-//! group and descendants, and the pipe transport with bounded waits.
+//! group and descendants, the pipe transport with bounded waits, and the guard process that
+//! kills every agent's group when the host dies.
 
 pub mod process;
+pub mod supervisor;

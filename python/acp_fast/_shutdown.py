@@ -1,0 +1,52 @@
+"""What stops agents when the host ends.
+
+- Interpreter exit joins non-daemon threads *before* `atexit` runs, so a thread blocked in a
+  call on an agent that never answers would hang the exit forever: the close-all runs from
+  `threading`'s own exit hook, before that join.
+- Any death of the host (SIGKILL, the OOM killer, an abort in native code): the guard process,
+  started with the first agent (`acp_os::supervisor`), sees its pipe from the host close and
+  kills every registered group. It is this interpreter run with ``-I -S`` on the `_core`
+  extension itself, so `pip install` ships nothing more. `guard_pid()` is None when agents run
+  unguarded (no `sys.executable`, or the guard could not be started).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+from . import _core
+
+# Loads `_core` from its file without importing the package (the guard needs nothing else).
+_GUARD = (
+    "import sys\n"
+    "from importlib.machinery import ExtensionFileLoader as L\n"
+    "from importlib.util import module_from_spec, spec_from_loader\n"
+    "loader = L('acp_fast._core', sys.argv[1])\n"
+    "core = module_from_spec(spec_from_loader('acp_fast._core', loader))\n"
+    "loader.exec_module(core)\n"
+    "core._serve_guard()\n"
+)
+
+
+def _launcher() -> list[str] | None:
+    core = getattr(_core, "__file__", None)
+    if not sys.executable or not core:
+        return None
+    return [sys.executable, "-I", "-S", "-c", _GUARD, core]
+
+
+_core._set_guard_launcher(_launcher())
+
+
+def guard_pid() -> int | None:
+    """The pid of this process's guard (started with the first agent), or None."""
+    return _core._guard_pid()
+
+
+def install(close_all: Callable[[], None]) -> None:
+    """Runs `close_all` when the main thread ends, before non-daemon threads are joined."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(close_all)
