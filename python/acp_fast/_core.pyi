@@ -6,7 +6,16 @@ from typing import Any, NoReturn, final
 
 from ._types import UpdateKind
 
-__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update"]
+__all__ = [
+    "DEFAULT_MESSAGE_BYTES",
+    "CoreClient",
+    "Update",
+    "_guard_forget",
+    "_guard_pid",
+    "_guard_watch",
+    "_serve_guard",
+    "_set_guard_launcher",
+]
 
 DEFAULT_MESSAGE_BYTES: int
 

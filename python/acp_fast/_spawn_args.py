@@ -22,7 +22,7 @@ class SpawnArgs(NamedTuple):
 
 def _encode(value: object, what: str) -> bytes:
     try:
-        encoded = os.fsencode(value)  # type: ignore[call-overload]
+        encoded = os.fsencode(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
             f"{what}: expected str, bytes or os.PathLike object, not {type(value).__name__}"
@@ -36,9 +36,7 @@ def _fs(value: object, what: str) -> str:
     return os.fsdecode(_encode(value, what))
 
 
-def convert(
-    command: object, args: object, env: object, cwd: object
-) -> SpawnArgs:
+def convert(command: object, args: object, env: object, cwd: object) -> SpawnArgs:
     if isinstance(args, (str, bytes)):
         raise TypeError("args must be a sequence of strings, not a string")
     if not isinstance(args, Sequence):

@@ -67,9 +67,7 @@ escaper = client(
     f"mv {folder}/setsid.tmp {folder}/setsid; wait' & wait",
 )
 # A terminal (host.md §3): a process group of its own, registered with the guard as agents are.
-terminal = subprocess.Popen(
-    ["/bin/sh", "-c", "sleep 1000 & sleep 1000"], start_new_session=True
-)
+terminal = subprocess.Popen(["/bin/sh", "-c", "sleep 1000 & sleep 1000"], start_new_session=True)
 assert _core._guard_watch(terminal.pid)
 # A call in progress when the host dies: the stubborn agent never answers initialize.
 threading.Thread(target=stubborn.start, daemon=True).start()

@@ -215,7 +215,15 @@ def test_cli_stopped_mid_turn(signum: int, tmp_path: Path) -> None:
         f"sleep 1000 & echo $! > {pids}; echo $$ >> {pids}; {emit(chunk_line('working'))}",
     )
     cli = subprocess.Popen(
-        [sys.executable, "-m", "acp_fast", "run", "--agent", f"/bin/sh -c {shlex.quote(script)}", "hi"],
+        [
+            sys.executable,
+            "-m",
+            "acp_fast",
+            "run",
+            "--agent",
+            f"/bin/sh -c {shlex.quote(script)}",
+            "hi",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

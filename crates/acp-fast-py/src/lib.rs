@@ -982,7 +982,10 @@ impl CoreClient {
                 Some(errno) => PyOSError::new_err((errno, reason, command.clone())),
                 None => to_pyerr(
                     py,
-                    AcpError::AgentTransportFailed(format!("{reason} ({})", command.to_string_lossy())),
+                    AcpError::AgentTransportFailed(format!(
+                        "{reason} ({})",
+                        command.to_string_lossy()
+                    )),
                 ),
             }
         })?;

@@ -51,8 +51,7 @@ pub fn set_launcher(argv: Option<Vec<OsString>>) {
 
 /// The pid of this process's guard, if one is running (started on the first `watch`).
 pub fn guard_pid() -> Option<u32> {
-    if PIPE_OWNER.load(Ordering::SeqCst) != std::process::id() || PIPE.load(Ordering::SeqCst) < 0
-    {
+    if PIPE_OWNER.load(Ordering::SeqCst) != std::process::id() || PIPE.load(Ordering::SeqCst) < 0 {
         return None;
     }
     let pid = GUARD_PID.load(Ordering::SeqCst);
@@ -133,7 +132,10 @@ fn write_record(fd: RawFd, record: &[u8; RECORD]) -> io::Result<()> {
 
 fn drop_guard(fd: RawFd) {
     let _guard = STARTING.lock().unwrap_or_else(|p| p.into_inner());
-    if PIPE.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+    if PIPE
+        .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
         // SAFETY: the descriptor was ours and is no longer published.
         unsafe { libc::close(fd) };
         let pid = GUARD_PID.swap(0, Ordering::SeqCst);
@@ -256,7 +258,8 @@ pub fn serve() -> ! {
         }
         // SAFETY: reading into a valid buffer from our stdin.
         let count = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if count == 0 || (count < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR))
+        if count == 0
+            || (count < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR))
         {
             break;
         }
