@@ -25,7 +25,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,9 @@ static STARTING: Mutex<()> = Mutex::new(());
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 static PIPE_OWNER: AtomicU32 = AtomicU32::new(0);
 static GUARD_PID: AtomicI32 = AtomicI32::new(0);
+/// The pipe's inode: a host that closed the descriptor behind our back (closerange) may have
+/// reused its number for a file or socket, which must never receive our records.
+static PIPE_INODE: AtomicU64 = AtomicU64::new(0);
 static ATFORK: Once = Once::new();
 
 /// Sets the command that starts a guard; its process must call `serve()`. `None` disables it.
@@ -100,7 +103,26 @@ fn send(kind: u8, leader: u32, start: bool) -> bool {
 
 fn current_pipe() -> Option<RawFd> {
     let fd = PIPE.load(Ordering::SeqCst);
-    (fd >= 0 && PIPE_OWNER.load(Ordering::SeqCst) == std::process::id()).then_some(fd)
+    if fd < 0 || PIPE_OWNER.load(Ordering::SeqCst) != std::process::id() {
+        return None;
+    }
+    if inode(fd) != Some(PIPE_INODE.load(Ordering::SeqCst)) {
+        // Closed by someone else: forget it (not ours to close any more); start another guard.
+        let _ = PIPE.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst);
+        return None;
+    }
+    Some(fd)
+}
+
+fn inode(fd: RawFd) -> Option<u64> {
+    // SAFETY: fstat fills a stat buffer we own.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut stat) != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return None;
+        }
+        Some(stat.st_ino)
+    }
 }
 
 /// One 8-byte write; the pipe is non-blocking so a stopped guard cannot wedge the host: a full
@@ -196,6 +218,7 @@ fn start_guard() -> io::Result<RawFd> {
         libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
     let fd = write.into_raw_fd();
+    PIPE_INODE.store(inode(fd).unwrap_or(0), Ordering::SeqCst);
     GUARD_PID.store(child.id() as i32, Ordering::SeqCst);
     PIPE_OWNER.store(std::process::id(), Ordering::SeqCst);
     PIPE.store(fd, Ordering::SeqCst);
