@@ -359,3 +359,59 @@ def test_a_host_killed_by_the_oom_killer(tmp_path: Path) -> None:
 def test_thread_leftover_check() -> None:
     """No helper thread of this module's tests is left running."""
     assert all(t.daemon or t is threading.main_thread() for t in threading.enumerate())
+
+
+# --- the guard's own faults ------------------------------------------------------------------
+
+GUARD_FAULTS = """
+from acp_fast import _core, _shutdown
+
+def new():
+    return acp.Client("/bin/cat", reader_limits=acp.DEFAULT_READER_LIMITS,
+                      transfer_limits=LIMITS, transport_epoch=1)
+
+def pipe_fds():
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if int(fd) > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                found.append(int(fd))
+        except OSError:
+            pass
+    return found
+
+first = new()
+guard = _shutdown.guard_pid()
+first.close()
+# The host closes the guard's pipe (its one pipe left) behind the library's back; a file takes
+# its number.
+(guard_fd,) = pipe_fds()
+os.close(guard_fd)
+path = sys.argv[1]
+opened = os.open(path, os.O_WRONLY | os.O_CREAT)
+reused = os.dup2(opened, guard_fd)
+os.close(opened)
+second = new()
+second_guard = _shutdown.guard_pid()
+second.close()
+os.close(reused)
+# The guard killed with SIGKILL: the next agent gets a new guard.
+os.kill(second_guard, signal.SIGKILL)
+time.sleep(0.1)
+third = new()
+third_guard = _shutdown.guard_pid()
+report(reused_fd=reused == guard_fd, file_size=os.path.getsize(path), first=guard,
+       second=second_guard, third=third_guard, third_agent=third.pid)
+third.close()
+"""
+
+
+def test_the_guard_survives_its_own_faults(tmp_path: Path) -> None:
+    """A host that closes the guard's pipe (the number then reused by a file) and a guard
+    killed with SIGKILL: no record lands in the file, and the next agent starts a new guard."""
+    done, reports = run_child(GUARD_FAULTS, str(tmp_path / "reused"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = merged(reports)
+    assert report["reused_fd"]
+    assert report["file_size"] == 0
+    assert len({report["first"], report["second"], report["third"]}) == 3

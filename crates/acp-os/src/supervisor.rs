@@ -477,6 +477,42 @@ mod tests {
         assert_eq!(registry.leaders(), vec![std::process::id() as i32]);
     }
 
+    fn alive(pid: i32) -> bool {
+        stat(pid).is_some_and(|s| s.state != b'Z' && s.state != b'X')
+    }
+
+    #[test]
+    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
+        use std::io::Read;
+        // The leader's child calls setsid(): out of the group and session, still a descendant.
+        let mut leader = Command::new("/bin/sh")
+            .args(["-c", "setsid sleep 100 & echo $!; sleep 100 & wait"])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        let mut out = leader.stdout.take().unwrap();
+        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            line.push(byte[0]);
+        }
+        let escaped: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while stat(escaped).is_none_or(|s| s.sid != escaped) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let group = targets(&[leader.id() as i32]);
+        assert!(group.contains(&escaped), "{group:?}");
+        kill_all(&[leader.id() as i32]);
+        leader.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(escaped) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!alive(escaped));
+    }
+
     #[test]
     fn a_reused_pid_is_not_a_target() {
         let mut registry = Registry::default();
