@@ -72,6 +72,9 @@ impl StderrTail {
             },
         ];
         let mut stopping = false;
+        // Once stopping, at most this much more is read: a holder that writes without pause
+        // must not keep close() waiting.
+        let mut last_words = 1usize << 20;
         loop {
             if !stopping {
                 // SAFETY: two valid pollfds.
@@ -95,6 +98,13 @@ impl StderrTail {
             let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
             state.0.drain(..overflow);
             state.0.extend(&bytes[bytes.len() - keep..]);
+            drop(state);
+            if stopping {
+                last_words = last_words.saturating_sub(count as usize);
+                if last_words == 0 {
+                    break;
+                }
+            }
         }
         self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
         self.ended.notify_all();
