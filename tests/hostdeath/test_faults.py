@@ -156,6 +156,23 @@ def test_close_leaves_no_thread_or_fd_when_stderr_is_held(tmp_path: Path) -> Non
             kill(int(line))
 
 
+def test_close_returns_while_an_escaped_process_floods_stderr(tmp_path: Path) -> None:
+    """The holder writes to the agent's stderr without pause: close() still returns (it takes
+    at most 1 MiB more), with the threads and descriptors of before."""
+    pids = tmp_path / "escaped"
+    flood = f"(setsid sh -c 'echo $$ >> {pids}; exec yes flood >&2' &); exec sleep 1000"
+    threads, fds = thread_count(), set(fd_table())
+    try:
+        client = make("/bin/sh", args=["-c", flood], stderr="tail")
+        assert wait_for(lambda: "flood" in client.stderr_tail(), 5.0)
+        client.close()
+        assert thread_count() == threads
+        assert set(fd_table()) == fds
+    finally:
+        for line in read_lines(pids):
+            kill(int(line))
+
+
 # --- signal dispositions ---------------------------------------------------------------------
 
 
