@@ -44,11 +44,37 @@ def guard_pid() -> int | None:
     return _core._guard_pid()
 
 
+_close_all: Callable[[], None] | None = None
+
+
 def install(close_all: Callable[[], None]) -> None:
-    """Runs `close_all` when the main thread ends, before non-daemon threads are joined."""
+    """Runs `close_all` when the main thread ends, before non-daemon threads are joined, and
+    before any other of `threading`'s exit hooks (they run last-registered first): one that
+    `concurrent.futures` registers on import joins the pool's workers, and would wait forever
+    for a worker inside a call. So hooks registered later are put before ours."""
+    global _close_all
     register = getattr(threading, "_register_atexit", None)
-    if register is not None:
-        try:
-            register(close_all)
-        except RuntimeError:  # imported during interpreter shutdown: atexit still closes all
-            pass
+    if register is None or _close_all is not None:
+        return
+    try:
+        register(close_all)
+    except RuntimeError:  # imported during interpreter shutdown: atexit still closes all
+        return
+    _close_all = close_all
+
+    def register_before_ours(func: Callable[..., object], *args: object, **kwargs: object) -> None:
+        register(func, *args, **kwargs)
+        _keep_first()
+
+    threading._register_atexit = register_before_ours  # type: ignore[attr-defined]
+
+
+def _keep_first() -> None:
+    hooks = getattr(threading, "_threading_atexits", None)
+    if not hooks or getattr(hooks[-1], "func", None) is _close_all:
+        return
+    for hook in hooks:
+        if getattr(hook, "func", None) is _close_all:
+            hooks.remove(hook)
+            hooks.append(hook)
+            return

@@ -42,7 +42,17 @@ def written(path: Path) -> bytes:
 # --- interpreter exit with a non-daemon thread inside a call -------------------------------
 
 
-def test_exit_does_not_wait_for_a_thread_inside_a_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "threading.Thread(target=client.start).start()",
+        # concurrent.futures, imported after acp_fast, joins its workers in an exit hook too.
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "ThreadPoolExecutor(1).submit(client.start)",
+    ],
+    ids=["thread", "pool"],
+)
+def test_exit_does_not_wait_for_a_thread_inside_a_call(runner: str) -> None:
     """`threading` joins non-daemon threads before atexit runs: the agents are stopped first,
     so the call returns (with an error) and the interpreter exits."""
     program = (
@@ -52,7 +62,7 @@ def test_exit_does_not_wait_for_a_thread_inside_a_call(tmp_path: Path) -> None:
         "client = acp.Client('sleep', args=['1000'], reader_limits=acp.DEFAULT_READER_LIMITS, "
         "transfer_limits=limits, transport_epoch=1)\n"
         "print(client.pid, flush=True)\n"
-        "threading.Thread(target=client.start).start()\n"
+        f"{runner}\n"
         "raise SystemExit\n"
     )
     host = subprocess.Popen(
