@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -31,7 +32,8 @@ _GUARD = (
 
 def _launcher() -> list[str] | None:
     core = getattr(_core, "__file__", None)
-    if not sys.executable or not core:
+    # An embedding program (uWSGI, say) may set sys.executable to itself: run nothing else.
+    if not core or not os.path.basename(sys.executable or "").startswith("python"):
         return None
     return [sys.executable, "-I", "-S", "-c", _GUARD, core]
 
