@@ -58,7 +58,7 @@ stubborn = client(
     "/bin/sh",
     "-c",
     f"trap '' TERM HUP INT; sleep 1000 & echo $! > {folder}/stubborn.tmp; "
-    f"mv {folder}/stubborn.tmp {folder}/stubborn; exec 0<&-; while :; do sleep 1000; done",
+    f"mv {folder}/stubborn.tmp {folder}/stubborn; while :; do sleep 1000; done",
 )
 escaper = client(
     "/bin/sh",
