@@ -7,7 +7,6 @@ encodes them back with the file-system encoding, so nothing is lossy."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 _PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -39,21 +38,23 @@ def _fs(value: object, what: str) -> str:
 def convert(command: object, args: object, env: object, cwd: object) -> SpawnArgs:
     if isinstance(args, (str, bytes)):
         raise TypeError("args must be a sequence of strings, not a string")
-    if not isinstance(args, Sequence):
-        raise TypeError(f"args must be a sequence, not {type(args).__name__}")
+    try:
+        items = list(args)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"args must be a sequence, not {type(args).__name__}") from None
     pairs: list[tuple[str, str]] | None = None
     if env is not None:
-        if not isinstance(env, Mapping):
+        if not callable(getattr(env, "items", None)):
             raise TypeError(f"env must be a mapping or None, not {type(env).__name__}")
         pairs = []
-        for key, value in env.items():
+        for key, value in env.items():  # type: ignore[attr-defined]
             name = _encode(key, "env name")
             if not name or b"=" in name:
                 raise ValueError(f"illegal environment variable name: {key!r}")
             pairs.append((os.fsdecode(name), _fs(value, f"env[{key!r}]")))
     return SpawnArgs(
         command=_fs(command, "command"),
-        args=[_fs(arg, f"args[{i}]") for i, arg in enumerate(args)],
+        args=[_fs(arg, f"args[{i}]") for i, arg in enumerate(items)],
         env=pairs,
         cwd=None if cwd is None else _fs(cwd, "cwd"),
     )
