@@ -228,6 +228,19 @@ class UpdateCounter:
 # --- fixtures ----------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _guard_started() -> None:
+    """The first agent of a process starts its guard (the process that kills every agent if
+    the host dies), which keeps one pipe open for the life of the process: start it before any
+    test counts descriptors."""
+    acp.Client(
+        "true",
+        reader_limits=acp.DEFAULT_READER_LIMITS,
+        transfer_limits=TEST_TRANSFER_LIMITS,
+        transport_epoch=1,
+    ).close()
+
+
 class AlarmTimeout(Exception):
     """Raised in the main thread by the per-test alarm."""
 

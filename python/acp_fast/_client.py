@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import _core
+from . import _core, _shutdown, _spawn_args
 from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
 from ._session import Session, content_tuples, turn_result
@@ -51,6 +51,10 @@ def _close_live_clients() -> None:
         clients = list(_live_clients)
     for client in clients:
         client.close()
+
+
+# Close every client before `threading` joins non-daemon threads (which may be inside calls).
+_shutdown.install(_close_live_clients)
 
 
 _PermissionTuple = tuple[
@@ -222,7 +226,8 @@ class Client:
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
-        self._cwd = None if cwd is None else os.fspath(cwd)
+        spawn = _spawn_args.convert(command, args, env, cwd)
+        self._cwd = spawn.cwd
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy
         self._sessions: dict[str, Session] = {}
@@ -259,13 +264,13 @@ class Client:
 
         self._core = _core.CoreClient(
             _CoreOptions(
-                command=os.fspath(command),
-                args=[os.fspath(a) for a in args],
+                command=spawn.command,
+                args=spawn.args,
                 message_bytes=reader_limits.message_bytes,
                 transfer_limits=transfer_limits,
                 transport_epoch=transport_epoch,
                 cwd=self._cwd,
-                env=None if env is None else [(str(k), str(v)) for k, v in env.items()],
+                env=spawn.env,
                 client_info=(client_info.name, client_info.title, client_info.version),
                 mcp_servers=self._mcp_servers,
                 permission_policy=permission_policy,
@@ -304,9 +309,9 @@ class Client:
         return self._core
 
     def _session_cwd(self, cwd: str | os.PathLike[str] | None) -> str:
-        if cwd is None:
-            cwd = self._cwd if self._cwd is not None else os.getcwd()
-        return os.path.abspath(os.fspath(cwd))
+        """A session's directory: `cwd`, else the client's, else the host's; absolute, UTF-8."""
+        path = self._cwd if cwd is None else os.fspath(cwd)
+        return os.path.abspath(_spawn_args.session_cwd(path))
 
     def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
         session = Session(self, session_id, cwd, directories)
@@ -324,7 +329,7 @@ class Client:
     def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
         """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
         the default session. Handshake failures raise `ConnectError`."""
-        cwd = self._session_cwd(None) if self._cwd is None else self._cwd
+        cwd = _spawn_args.session_cwd(self._cwd)
         try:
             session_id = self._live.start(cwd, new_session, timeout)
         except AgentProtocolError as error:

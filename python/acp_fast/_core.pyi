@@ -1,11 +1,22 @@
 """The Rust core of acp-fast (built by maturin). Use `acp_fast.Client`; `CoreClient` is its
 engine and takes already-validated options."""
 
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 from ._types import UpdateKind
 
-__all__ = ["DEFAULT_MESSAGE_BYTES", "CoreClient", "Update", "__version__", "_rebuild_update"]
+__all__ = [
+    "DEFAULT_MESSAGE_BYTES",
+    "CoreClient",
+    "Update",
+    "__version__",
+    "_guard_forget",
+    "_guard_pid",
+    "_guard_watch",
+    "_rebuild_update",
+    "_serve_guard",
+    "_set_guard_launcher",
+]
 
 DEFAULT_MESSAGE_BYTES: int
 __version__: str
@@ -161,3 +172,9 @@ class CoreClient:
         tuple[int, bool, bool, bool, bool, list[tuple[str, str, str, str]], str | None, str] | None
     ): ...
     def reader_status(self) -> tuple[str, int, int, int, int, int, bool]: ...
+
+def _set_guard_launcher(argv: list[str] | None) -> None: ...
+def _guard_pid() -> int | None: ...
+def _serve_guard() -> NoReturn: ...
+def _guard_watch(leader: int) -> bool: ...
+def _guard_forget(leader: int) -> None: ...

@@ -19,7 +19,8 @@ the table on stdout gives updates/s and MB/s (whole lines, JSON envelope include
 progress bar goes to stderr when it is a terminal.
 
 Exit status: 0 when the turn finished (whatever its stop reason), 1 on an acp-fast, journal or
-OS error (one line on stderr, no traceback), 2 on a usage error, 130 on Ctrl-C.
+OS error (one line on stderr, no traceback), 2 on a usage error, 130 on Ctrl-C, 143 on SIGTERM
+and 129 on SIGHUP (each ends the turn and stops the agent's group first).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ import datetime
 import json
 import os
 import shlex
+import signal
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -791,8 +794,35 @@ def _journal(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 130
 
 
+def _stop_on(signums: Sequence[int], received: list[int]) -> dict[int, Any]:
+    """SIGTERM and SIGHUP take Ctrl-C's path (the turn ends, `with client` stops the agent's
+    group); a signal the caller ignores (nohup) stays ignored. Returns what to restore."""
+
+    def stop(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():  # signal.signal's rule
+        for signum in signums:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, stop)
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``acp-fast`` command line; return the exit status."""
+    received: list[int] = []
+    previous = _stop_on((signal.SIGTERM, signal.SIGHUP), received)
+    try:
+        status = _main(argv)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 128 + received[0] if received else status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command == "run":

@@ -96,6 +96,10 @@ from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 _FILE_RE = re.compile(r"[\w./-]*\w\.[A-Za-z]+\b")
+# A file name lies within one run of these characters and, if a run holds one, a match starts
+# at the run's first character; so matching anchored at each run's start finds the same name as
+# searching, in linear time (a search retries every start of a long token: quadratic).
+_NAME_RUN_RE = re.compile(r"[\w./-]+")
 _FILE_WORD_RE = re.compile(r"\bfiles?\b", re.IGNORECASE)
 _DEFAULT_FILE = "notes.txt"
 _ALLOW_OPTIONS = ("allow", "allow-always")
@@ -139,9 +143,10 @@ def _dumps(message: Any) -> bytes:
 
 def find_file_name(prompt_text: str) -> str | None:
     """The file name a prompt mentions, by the rule in the module docstring, or None."""
-    match = _FILE_RE.search(prompt_text)
-    if match is not None:
-        return match.group(0)
+    for run in _NAME_RUN_RE.finditer(prompt_text):
+        match = _FILE_RE.match(prompt_text, run.start(), run.end())
+        if match is not None:
+            return match.group(0)
     if _FILE_WORD_RE.search(prompt_text):
         return _DEFAULT_FILE
     return None

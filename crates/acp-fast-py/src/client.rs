@@ -2,6 +2,7 @@
 //! `driver`. The facade (`acp_fast._client`) turns its tuples into the typed records.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -355,8 +356,9 @@ impl CoreClient {
             message_bytes: usize::try_from(settings.message_bytes).unwrap_or(usize::MAX),
         };
         let conn = Connection::new(settings.config, reader_limits).map_err(|e| to_pyerr(py, e))?;
-        let command: String = options.getattr("command")?.extract()?;
-        let cwd: Option<String> = options.getattr("cwd")?.extract()?;
+        // str through the file-system encoding (surrogate escapes too), as subprocess does.
+        let command: OsString = options.getattr("command")?.extract()?;
+        let cwd: Option<OsString> = options.getattr("cwd")?.extract()?;
         let spawn = SpawnOptions {
             command: command.clone(),
             args: options.getattr("args")?.extract()?,
@@ -376,7 +378,10 @@ impl CoreClient {
                 Some(errno) => PyOSError::new_err((errno, reason, command.clone())),
                 None => to_pyerr(
                     py,
-                    AcpError::AgentTransportFailed(format!("{reason} ({command})")),
+                    AcpError::AgentTransportFailed(format!(
+                        "{reason} ({})",
+                        command.to_string_lossy()
+                    )),
                 ),
             }
         })?;

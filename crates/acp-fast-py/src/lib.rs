@@ -5,10 +5,12 @@
 //! - `client`: `CoreClient`, one agent and its connection.
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
+//! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
 mod client;
 mod driver;
 mod errors;
+mod guard;
 mod options;
 mod reply;
 mod update;
@@ -20,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
+    guard::register(m)?;
     // The one version of the project: the cargo workspace's.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

@@ -7,8 +7,9 @@
 //! process it started still holds the pipe.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,11 +31,11 @@ pub enum StderrMode {
 
 #[derive(Clone, Debug, Default)]
 pub struct SpawnOptions {
-    pub command: String,
-    pub args: Vec<String>,
-    pub cwd: Option<String>,
+    pub command: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<OsString>,
     /// `None` inherits the caller's environment; `Some` replaces it.
-    pub env: Option<Vec<(String, String)>>,
+    pub env: Option<Vec<(OsString, OsString)>>,
     pub stderr: StderrMode,
 }
 
@@ -54,19 +55,56 @@ impl StderrTail {
         }
     }
 
-    fn drain(&self, mut pipe: std::process::ChildStderr) {
+    /// Reads the agent's stderr until it ends or `stop` becomes readable (close(): a process
+    /// that escaped the group may hold the pipe open forever), then takes what is buffered.
+    fn drain(&self, pipe: OwnedFd, stop: OwnedFd) {
         let mut chunk = [0u8; 8192];
+        let mut fds = [
+            libc::pollfd {
+                fd: pipe.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let mut stopping = false;
+        // Once stopping, at most this much more is read: a holder that writes without pause
+        // must not keep close() waiting.
+        let mut last_words = 1usize << 20;
         loop {
-            let count = match pipe.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(count) => count,
-            };
+            if !stopping {
+                // SAFETY: two valid pollfds.
+                if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                    continue; // EINTR
+                }
+                stopping = fds[1].revents != 0;
+            }
+            // SAFETY: reading into a valid buffer; the pipe is non-blocking.
+            let count =
+                unsafe { libc::read(pipe.as_raw_fd(), chunk.as_mut_ptr().cast(), chunk.len()) };
+            if count == 0 || (count < 0 && (stopping || !interrupted_or_empty())) {
+                break;
+            }
+            if count < 0 {
+                continue;
+            }
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            let bytes = &chunk[..count];
+            let bytes = &chunk[..count as usize];
             let keep = bytes.len().min(self.capacity);
             let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
             state.0.drain(..overflow);
             state.0.extend(&bytes[bytes.len() - keep..]);
+            drop(state);
+            if stopping {
+                last_words = last_words.saturating_sub(count as usize);
+                if last_words == 0 {
+                    break;
+                }
+            }
         }
         self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
         self.ended.notify_all();
@@ -100,6 +138,26 @@ pub struct Agent {
     /// its parent's agent.
     owner: u32,
     stderr_tail: Option<Arc<StderrTail>>,
+    /// The drain thread and the write end that tells it to finish, joined by `stop_and_reap`
+    /// so that close() leaves no thread or descriptor behind.
+    drain: Option<(std::thread::JoinHandle<()>, OwnedFd)>,
+}
+
+fn interrupted_or_empty() -> bool {
+    matches!(
+        io::Error::last_os_error().raw_os_error(),
+        Some(libc::EINTR | libc::EAGAIN)
+    )
+}
+
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills two new descriptors, close-on-exec so no agent inherits them.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
@@ -121,15 +179,23 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         command.envs(env.iter().map(|(k, v)| (k, v)));
     }
     // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (setsid, signal).
+    // async-signal-safe functions (setsid, signal, sigprocmask).
     unsafe {
         command.pre_exec(|| {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            // Python ignores SIGPIPE and ignored signals survive exec: give the agent defaults.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+            // Ignored signals and the mask survive exec: a host started in a shell's background
+            // ignores SIGINT/SIGQUIT, Python ignores SIGPIPE. The agent starts with defaults.
+            // (32 and 33 are the C library's own and refuse; the error is harmless.)
+            for signal in 1..65 {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             Ok(())
         });
     }
@@ -147,25 +213,30 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
     set_nonblocking(&stdin)?;
     set_nonblocking(&stdout)?;
     grow_pipe(&stdout);
-    let stderr_tail = match (options.stderr, child.stderr.take()) {
-        (StderrMode::Tail(capacity), Some(pipe)) => {
-            let tail = Arc::new(StderrTail::new(capacity));
-            let drain = Arc::clone(&tail);
-            std::thread::Builder::new()
-                .name("acp-fast-stderr".into())
-                .spawn(move || drain.drain(pipe))?;
-            Some(tail)
-        }
-        _ => None,
-    };
     let pid = child.id() as libc::pid_t;
+    // From here the agent is guarded: if this process dies, the guard kills its group.
+    crate::supervisor::watch(pid as u32);
+    let mut agent = Agent {
+        child,
+        reaped: false,
+        owner: std::process::id(),
+        stderr_tail: None,
+        drain: None,
+    };
+    if let (StderrMode::Tail(capacity), Some(pipe)) = (options.stderr, agent.child.stderr.take()) {
+        let pipe: OwnedFd = pipe.into();
+        set_nonblocking(&pipe)?;
+        let (stop_read, stop_write) = pipe_cloexec()?;
+        let tail = Arc::new(StderrTail::new(capacity));
+        let drain = Arc::clone(&tail);
+        let thread = std::thread::Builder::new()
+            .name("acp-fast-stderr".into())
+            .spawn(move || drain.drain(pipe, stop_read))?;
+        agent.stderr_tail = Some(tail);
+        agent.drain = Some((thread, stop_write));
+    }
     Ok((
-        Agent {
-            child,
-            reaped: false,
-            owner: std::process::id(),
-            stderr_tail,
-        },
+        agent,
         PipeTransport {
             stdin: Some(stdin),
             stdout,
@@ -287,6 +358,11 @@ impl Agent {
         if !self.reaped && self.owned_here() {
             let _ = self.child.wait();
             self.reaped = true;
+            crate::supervisor::forget(self.child.id());
+            if let Some((thread, stop)) = self.drain.take() {
+                drop(stop); // EOF on the stop pipe: the drain takes what is buffered and ends
+                let _ = thread.join();
+            }
         }
     }
 
