@@ -458,11 +458,16 @@ class Client:
         """Sends one prompt of content blocks, in order, to the default session (ungated, as
         in wave 1)."""
         session = self._default_session()
-        turn = session._turn(blocks, timeout=timeout, gated=False)
+        turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
         return PromptResult(turn.response, turn.stop_reason, turn.overflow)
 
     def _run_turn(
-        self, session: Session, blocks: str | Iterable[Any], timeout: float | None, gated: bool
+        self,
+        session: Session,
+        blocks: str | Iterable[Any],
+        timeout: float | None,
+        gated: bool,
+        typed: bool = True,
     ) -> TurnResult:
         status, payload = self._live.prompt(
             session.session_id, content_tuples(blocks, content_tuple), timeout, gated
@@ -475,7 +480,8 @@ class Client:
                 timeout=float(timeout or 0.0),
                 cancel_grace=self._cancel_grace,
             )
-        result = turn_result(payload)
+        # The wave-1 calls return a PromptResult: nothing of the turn's record is decoded for them.
+        result = turn_result(payload, typed=typed)
         if status == "late":
             raise TurnTimeout(
                 f"the turn on session {session.session_id!r} did not end within {timeout} s; "

@@ -60,7 +60,9 @@ def _decode_list(raw: str | None, kind: str) -> tuple[Any, ...] | None:
     return tuple(decoded)
 
 
-def turn_result(payload: Any) -> TurnResult:
+def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
+    """The core's turn tuple as a `TurnResult`; with ``typed`` False the record of the turn
+    (tool calls, plan, commands, usage) is left out rather than decoded."""
     (
         response,
         stop_reason,
@@ -78,6 +80,8 @@ def turn_result(payload: Any) -> TurnResult:
         record = Overflow(OverflowKind(kind), admitted_bytes, admitted_segments, withheld)
     typed_usage = None
     calls: tuple[Any, ...] = ()
+    if not typed:
+        tool_calls, plan, commands, usage = [], None, None, None
     if tool_calls:
         calls = _decode_list("[" + ",".join(tool_calls) + "]", "ToolCall") or ()
     if usage is not None:
@@ -179,12 +183,17 @@ class Session:
         return self._turn(content, timeout=timeout, gated=True)
 
     def _turn(
-        self, content: str | Iterable[Any], *, timeout: float | None, gated: bool
+        self,
+        content: str | Iterable[Any],
+        *,
+        timeout: float | None,
+        gated: bool,
+        typed: bool = True,
     ) -> TurnResult:
         self._check_open()
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
-        return self._client._run_turn(self, content, timeout, gated)
+        return self._client._run_turn(self, content, timeout, gated, typed)
 
     def cancel(self) -> None:
         """Cancels the turn in flight (one `session/cancel`; pending permission requests are

@@ -430,7 +430,14 @@ impl<'py, 'c> Run<'py, 'c> {
             let Some(pipes) = driven.pipes.as_mut() else {
                 return Err(AcpError::protocol("the client is closed").into());
             };
-            let written = self.py.detach(|| pipes.write(bytes));
+            // A pipe with room takes the line at once: no need to release the GIL for it.
+            let written = match pipes.try_write(bytes) {
+                Ok(WriteOutcome::Idle) => self.py.detach(|| pipes.write(bytes)),
+                other => other,
+            };
+            if matches!(written, Ok(WriteOutcome::Wrote(_))) {
+                pipes.expect_answer();
+            }
             match written {
                 Ok(WriteOutcome::Wrote(count)) => driven.conn.transmitted(count),
                 Ok(WriteOutcome::Idle) => self.tick(driven)?,

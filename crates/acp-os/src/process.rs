@@ -243,6 +243,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             pid,
             wait: Duration::from_millis(100),
             waker: None,
+            wait_first: false,
         },
     ))
 }
@@ -424,9 +425,35 @@ pub struct PipeTransport {
     wait: Duration,
     /// A `Waker`'s fd, polled with stdout so another thread reaches a blocked read at once.
     waker: Option<std::os::fd::RawFd>,
+    /// The next read waits before it reads (see `expect_answer`).
+    wait_first: bool,
 }
 
 impl PipeTransport {
+    /// The caller just sent something the agent will answer: nothing is likely buffered, so the
+    /// next read polls first instead of paying for a read that fails with EAGAIN.
+    pub fn expect_answer(&mut self) {
+        self.wait_first = true;
+    }
+
+    /// One non-blocking write attempt (`Idle` when the pipe is full): cheap enough to make
+    /// without releasing the GIL.
+    pub fn try_write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
+        let Some(stdin) = &self.stdin else {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        };
+        // SAFETY: writing from a valid buffer.
+        let count = unsafe { libc::write(stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        if count >= 0 {
+            return Ok(WriteOutcome::Wrote(count as usize));
+        }
+        let error = io::Error::last_os_error();
+        match error.kind() {
+            io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => Ok(WriteOutcome::Idle),
+            _ => Err(error),
+        }
+    }
+
     /// Polls `fd` (a `Waker`'s read end, which must outlive this transport) with stdout.
     pub fn set_waker(&mut self, fd: std::os::fd::RawFd) {
         self.waker = Some(fd);
@@ -496,18 +523,28 @@ fn wait_for(
 
 impl Transport for PipeTransport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
+        let mut wait_first = std::mem::take(&mut self.wait_first);
         loop {
-            // SAFETY: reading into a valid, exclusively borrowed buffer.
-            let count =
-                unsafe { libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if count > 0 {
-                return Ok(ReadOutcome::Data(count as usize));
-            }
-            if count == 0 {
-                return Ok(ReadOutcome::Eof);
-            }
-            let error = io::Error::last_os_error();
-            match error.kind() {
+            let kind = if std::mem::take(&mut wait_first) {
+                io::ErrorKind::WouldBlock
+            } else {
+                // SAFETY: reading into a valid, exclusively borrowed buffer.
+                let count = unsafe {
+                    libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                };
+                if count > 0 {
+                    return Ok(ReadOutcome::Data(count as usize));
+                }
+                if count == 0 {
+                    return Ok(ReadOutcome::Eof);
+                }
+                let error = io::Error::last_os_error();
+                match error.kind() {
+                    kind @ (io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => kind,
+                    _ => return Err(error),
+                }
+            };
+            match kind {
                 io::ErrorKind::Interrupted => return Ok(ReadOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
                     let ready = wait_for(&self.stdout, libc::POLLIN, self.wait, self.waker)?;
@@ -532,7 +569,7 @@ impl Transport for PipeTransport {
                         });
                     }
                 }
-                _ => return Err(error),
+                _ => unreachable!("other errors returned above"),
             }
         }
     }

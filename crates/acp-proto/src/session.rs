@@ -2,7 +2,7 @@
 //! legacy models, commands), the turn in flight with its reply capture and `TurnResult` record,
 //! the cancel latch, and the tool kinds announced for the permission fallback.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::{Map, Value};
 
@@ -52,6 +52,8 @@ pub struct Turn {
     pub capture: Capture,
     /// Tool calls announced in the turn, first-seen order, merged to their final state.
     pub tool_calls: Vec<(String, Map<String, Value>)>,
+    /// Position of each tool call id in `tool_calls` (a turn may announce thousands).
+    index: HashMap<String, usize>,
     pub plan: Option<Value>,
     pub commands: Option<Value>,
     pub usage: Option<Value>,
@@ -63,6 +65,7 @@ impl Turn {
             call,
             capture: Capture::default(),
             tool_calls: Vec::new(),
+            index: HashMap::new(),
             plan: None,
             commands: None,
             usage: None,
@@ -72,17 +75,21 @@ impl Turn {
     /// A `tool_call` (re)announces the call: a repeated id is replaced in place.
     pub fn announce(&mut self, id: &str, mut fields: Map<String, Value>) {
         fields.remove("sessionUpdate");
-        match self.tool_calls.iter_mut().find(|(known, _)| known == id) {
-            Some(slot) => slot.1 = fields,
-            None => self.tool_calls.push((id.to_owned(), fields)),
+        match self.index.get(id) {
+            Some(&at) => self.tool_calls[at].1 = fields,
+            None => {
+                self.index.insert(id.to_owned(), self.tool_calls.len());
+                self.tool_calls.push((id.to_owned(), fields));
+            }
         }
     }
 
     /// A `tool_call_update` sets the keys it carries; a null removes one, except `title`.
     pub fn amend(&mut self, id: &str, fields: Map<String, Value>) {
-        let Some((_, call)) = self.tool_calls.iter_mut().find(|(known, _)| known == id) else {
+        let Some(&at) = self.index.get(id) else {
             return; // not announced in this turn: left out
         };
+        let call = &mut self.tool_calls[at].1;
         for (key, value) in fields {
             if key == "sessionUpdate" {
                 continue;
@@ -98,7 +105,7 @@ impl Turn {
     }
 
     pub fn knows(&self, id: &str) -> bool {
-        self.tool_calls.iter().any(|(known, _)| known == id)
+        self.index.contains_key(id)
     }
 }
 

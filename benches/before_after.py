@@ -1,0 +1,94 @@
+"""acp-fast against an earlier build of itself, side by side: cases (a), (b), (b2), (c) and (d) of
+`compare.py`, measured by the same code (`compare.py`'s acp-fast runner) in two interpreters,
+interleaved round by round; medians and the ratio now / before.
+
+    python benches/before_after.py --baseline /path/to/other/venv/bin/python [--rounds 5]
+
+The baseline interpreter needs acp-fast (the build to compare with), orjson and the SDK
+installed, e.g. `git worktree add /tmp/base <rev> && python -m venv /tmp/base/.venv &&
+/tmp/base/.venv/bin/pip install '/tmp/base[bench]'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHES = Path(__file__).resolve().parent
+
+# One measurement in a fresh interpreter: the case's figure, on stdout as JSON.
+MEASURE = """
+import json, sys
+sys.path.insert(0, {benches!r})
+import compare
+case = sys.argv[1]
+if case == "d":
+    print(json.dumps(compare.fast_startup() * 1000))
+else:
+    args, capped = {{
+        "a": (["--updates", "100000"], False),
+        "b": (["--updates", "2000", "--text-bytes", str(compare.BIG_TEXT)], False),
+        "b2": (["--updates", "2000", "--text-bytes", str(compare.BIG_TEXT)], True),
+        "c": (["--permissions", "2000"], False),
+    }}[case]
+    sample = (compare.fast_capped_stream if capped else compare.fast_stream)(args)
+    if case == "a":
+        value = sample.updates / sample.seconds
+    elif case == "c":
+        value = sample.permissions / sample.seconds
+    else:
+        value = sample.chars / sample.seconds / 1e6
+    print(json.dumps(value))
+"""
+
+CASES = {
+    "a": "(a) 100,000 updates of 32 B text: updates/s",
+    "b": "(b) 2,000 updates of 64 KiB text: MB/s (whole reply kept)",
+    "b2": "(b2) the same, response_bytes 1 MiB: MB/s",
+    "c": "(c) 2,000 permission round trips: round trips/s",
+    "d": "(d) start-up (spawn + initialize + session/new): ms (lower is better)",
+}
+
+
+def measure(python: str, case: str) -> float:
+    code = MEASURE.format(benches=str(BENCHES))
+    out = subprocess.run(
+        [python, "-c", code, case], capture_output=True, text=True, check=True, timeout=300
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def version(python: str) -> str:
+    code = "import acp_fast, subprocess; print(acp_fast.__version__, acp_fast.__file__)"
+    return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="the interpreter of the earlier build")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    builds = {"before": args.baseline, "now": sys.executable}
+    for name, python in builds.items():
+        print(f"{name}: {version(python)}", file=sys.stderr)
+    lines = ["| case | before | now | now / before |", "|---|--:|--:|--:|"]
+    for case, label in CASES.items():
+        samples: dict[str, list[float]] = {name: [] for name in builds}
+        for number in range(args.rounds):
+            for name, python in builds.items():
+                samples[name].append(measure(python, case))
+            print(f"{case} round {number + 1}/{args.rounds}", file=sys.stderr)
+        before, now = (statistics.median(samples[name]) for name in builds)
+        ratio = before / now if case == "d" else now / before
+        lines.append(f"| {label} | {before:,.1f} | {now:,.1f} | {ratio:.2f}x |")
+    print("\n".join(lines))
+    print(f"\nMedians of {args.rounds} interleaved rounds; a ratio above 1 means now is better.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
