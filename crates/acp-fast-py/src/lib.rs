@@ -2,11 +2,13 @@
 //! `Connection` of `acp-proto` and the processes of `acp-os`, and Python objects out.
 //!
 //! - `options`: the client's option object read and validated once.
-//! - `client`: `CoreClient`, one agent and its connection.
+//! - `client`: `CoreClient`, one agent and its connection: construction, the call lock, state.
+//! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
+mod calls;
 mod client;
 mod driver;
 mod errors;
