@@ -188,6 +188,9 @@ for raw in sys.stdin:
             update(session_id, {"sessionUpdate": "usage_update", "used": 1, "size": 2})
             update(session_id, {"sessionUpdate": "available_commands_update",
                                 "availableCommands": [{"name": "web", "description": "w"}]})
+        elif behaviour == "aftertalk":
+            answer(request_id, {"stopReason": "end_turn"})
+            chunk(session_id, "stale ")
         elif behaviour == "cancel_request":
             send({"method": "$/cancel_request", "params": {"requestId": 99}})
             chunk(session_id, "still here")

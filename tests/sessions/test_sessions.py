@@ -537,6 +537,19 @@ def test_updates_after_a_response_are_drained(
     assert [c.name for c in session.available_commands] == ["web"]
 
 
+def test_a_chunk_after_the_answer_is_not_taken_into_the_next_turn(
+    make_session_client: MakeClient, journal: Journal
+) -> None:
+    client, _ = make_session_client()
+    client.start()
+    session = client.default_session
+    assert session is not None
+    assert session.prompt("aftertalk").response == ""
+    time.sleep(0.3)  # the late chunk is readable before the next call writes its prompt
+    assert session.prompt("stream 1").response == "c0 "
+    assert [u.text for u in journal.updates] == ["stale ", "c0 "], "delivered all the same"
+
+
 # --- TurnResult ---------------------------------------------------------------------------------
 
 

@@ -206,11 +206,14 @@ impl CoreClient {
         // A cancel() queued while no turn ran has nothing to cancel.
         lock(&self.shared.cancels).clear();
         let result = (|| -> Result<T, CallError> {
+            // What the agent sent since the last call (updates after a response) is handled
+            // first, so it is not taken for part of this call (a new turn's reply, say).
+            let mut run = Run::new(py, self);
+            run.drive(driven, None, Some(Instant::now()))?;
             driven
                 .conn
                 .set_now(self.shared.epoch.elapsed().as_millis() as u64);
             let call = start(&mut driven.conn)?;
-            let mut run = Run::new(py, self);
             let outcome = run.drive(driven, call, until)?;
             finish(&mut run, outcome)
         })();

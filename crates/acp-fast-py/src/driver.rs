@@ -231,15 +231,20 @@ impl<'py, 'c> Run<'py, 'c> {
                     self.permission(driven, ask, preview, cancelled)?
                 }
                 Flow::NeedInput => {
-                    // Past `until` (drain, the start() timeout), or nothing awaited: return.
-                    if until.is_some_and(|t| Instant::now() >= t)
-                        || (call.is_none() && until.is_none())
-                    {
+                    if call.is_none() && until.is_none() {
                         return Ok(None);
                     }
                     if driven.conn.output_ended() {
                         // Everything was read and nothing waits (drain only).
                         return Ok(None);
+                    }
+                    // Past `until` (drain, the start() timeout): one last look at what is
+                    // already readable, without waiting, then return.
+                    if until.is_some_and(|t| Instant::now() >= t) {
+                        if !self.read_ready(driven)? {
+                            return Ok(None);
+                        }
+                        continue;
                     }
                     self.read(driven, until)?;
                 }
@@ -455,6 +460,33 @@ impl<'py, 'c> Run<'py, 'c> {
                     .into());
                 }
             }
+        }
+    }
+
+    /// Reads what is readable now, without waiting; whether anything came.
+    fn read_ready(&mut self, driven: &mut Driven) -> Result<bool, CallError> {
+        let Some(pipes) = driven.pipes.as_mut() else {
+            return Ok(false);
+        };
+        pipes.set_wait(Duration::ZERO);
+        let buf = driven.conn.read_buf();
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        match pipes.read(buf) {
+            Ok(ReadOutcome::Data(count)) => {
+                driven.conn.received(count);
+                Ok(true)
+            }
+            Ok(ReadOutcome::Eof) => {
+                driven.conn.input_ended();
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) => Err(AcpError::AgentTransportFailed(format!(
+                "reading the agent's stdout failed: {e}"
+            ))
+            .into()),
         }
     }
 
