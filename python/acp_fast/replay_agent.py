@@ -39,7 +39,7 @@ import queue
 import sys
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -249,6 +249,8 @@ class Replay:
     ) -> None:
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.requests: dict[str, deque[Any]] = defaultdict(deque)
+        # How many requests of each method the client has sent in all (answered or not).
+        self.received: Counter[str] = Counter()
         self.answers: dict[str, dict[str, Any]] = {}
         self.cancels = 0
         self.ended = False
@@ -304,6 +306,7 @@ class Replay:
         method = message.get("method")
         if isinstance(method, str) and "id" in message:
             self.requests[method].append(message["id"])
+            self.received[method] += 1
         elif method == "session/cancel":
             self.cancels += 1
         elif method is None and "id" in message:
@@ -341,6 +344,10 @@ def _err(text: str) -> None:
         pass
 
 
+def _sent_at_least(received: Counter[str], method: str, count: int) -> bool:
+    return received[method] >= count
+
+
 def play(recording: Recording, log: BinaryIO | None, wait_cancel: bool) -> None:
     entries = recording.entries
 
@@ -367,8 +374,18 @@ def play(recording: Recording, log: BinaryIO | None, wait_cancel: bool) -> None:
     unanswered = {
         k for k, method in recorded_method.items() if replayed(method) and k not in answered
     }
+    # What the recorded agent wrote after a request of the client's, it wrote because of it:
+    # nothing recorded after the client's n-th request of a method is sent before the live
+    # client has sent that many (a turn's updates never run ahead of its session/prompt).
+    recorded_requests: Counter[str] = Counter()
     for entry in entries:
         direction, message = entry.direction, entry.message
+        if direction == "->" and isinstance(message, dict) and "id" in message:
+            method = message.get("method")
+            if isinstance(method, str) and replayed(method):
+                recorded_requests[method] += 1
+                count = recorded_requests[method]
+                replay.wait(partial(_sent_at_least, replay.received, method, count), method)
         if direction == "stderr":
             _err(str(message))
         elif direction == "->" and wait_cancel and isinstance(message, dict):

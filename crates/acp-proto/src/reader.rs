@@ -164,6 +164,11 @@ impl Storage {
         self.terminal
     }
 
+    /// Whether `finish` recorded the end of input.
+    pub fn input_ended(&self) -> bool {
+        self.input_ended
+    }
+
     /// The bytes of a line handed out by the latest `poll`.
     pub fn bytes(&self, range: Range<usize>) -> &[u8] {
         &self.buffer.as_slice()[range]

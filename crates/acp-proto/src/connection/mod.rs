@@ -266,9 +266,10 @@ impl Connection {
         }
     }
 
-    /// Whether the agent's output has ended (everything read).
+    /// Whether the agent's output has ended (its end read; once `poll_event` gives `None`,
+    /// every line was handed out) or reading stopped on an overlong line.
     pub fn output_ended(&self) -> bool {
-        self.reader.is_terminal()
+        self.reader.input_ended() || self.reader.is_terminal()
     }
 
     // --- bytes out -----------------------------------------------------------------------
