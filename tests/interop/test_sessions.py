@@ -1,0 +1,389 @@
+"""The session API with real agents: two sessions on one client, `set_mode`, `Session.cancel()`
+from another thread mid-stream, models and config options as each agent advertises them, and
+`load_session` of a session another client created (and closed) earlier in the same test.
+
+Every run is tapped (see test_agents.py), so each check also compares against the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import acp_fast as acp
+import pytest
+
+from .conftest import Harness, Run
+from .support import (
+    HELLO,
+    TICK_DELAY,
+    TICKS,
+    codeword_reply,
+    global_problem,
+    tagged_processes,
+    wait_for,
+)
+from .test_agents import answer_to, updates_on_wire, wire_out_until
+
+pytestmark = pytest.mark.time_limit(90)
+
+_problem = global_problem()
+if _problem:
+    pytest.skip(_problem, allow_module_level=True)
+
+CHUNK = acp.UpdateKind.AGENT_MESSAGE_CHUNK
+USER_CHUNK = acp.UpdateKind.USER_MESSAGE_CHUNK
+
+#: The agents that advertise `loadSession` (checked against their `initialize` answer).
+LOADS = ("gemini", "claude-code-acp", "claude-agent-acp", "codex-acp")
+#: A mode each agent offers in which a file edit in the session's cwd runs without asking.
+EDIT_MODE = {"gemini": "autoEdit", "claude-agent-acp": "acceptEdits"}
+
+
+def agents(*names: str) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize("harness", names, indirect=True)
+
+
+def codeword_prompt(word: str) -> str:
+    return f"Please repeat the codeword {word}"
+
+
+def chunks_of(updates: list[Any], session_id: str) -> str:
+    return "".join(u.text for u in updates if u.kind == CHUNK and u.session_id == session_id)
+
+
+def sent_methods(run: Run, method: str) -> list[dict[str, Any]]:
+    return [line for line in run.sent() if line.get("method") == method]
+
+
+def assert_numbered_and_faithful(run: Run, wire: list[str], session_ids: set[str]) -> None:
+    """Every update is numbered in one sequence from 1, names one of `session_ids` and is the
+    line the agent wrote; together they are every update on the wire up to `wire`'s end."""
+    journal = run.journal
+    count = len(journal.updates)
+    assert journal.sequences == list(range(1, count + 1))
+    assert run.client.next_update_sequence == count + 1
+    for update in journal.updates:
+        envelope = json.loads(update.envelope)
+        assert update.session_id == envelope["params"]["sessionId"]
+        assert update.session_id in session_ids
+        assert update.json() == envelope["params"]["update"]
+    assert journal.envelopes == updates_on_wire(wire)
+
+
+def main_request_with(harness: Harness, text: str) -> Any:
+    """The agent's latest real model turn whose conversation holds `text`."""
+    assert harness.server is not None
+    found = [r for r in harness.server.main_requests() if text in r.text()]
+    assert found, f"the fake model never saw {text!r}"
+    return found[-1]
+
+
+# --- two sessions on one client -----------------------------------------------------------------
+
+
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    client, journal = run.client, run.journal
+    first = client.default_session
+    assert first is not None
+    second = client.new_session()
+    assert second.session_id and second.session_id != first.session_id
+    assert client.sessions == (first, second)
+    assert client.default_session is first and client.session_id == first.session_id
+    assert client.session(second.session_id) is second
+    assert second.cwd == str(harness.cwd) and not second.closed
+    assert second.modes.available and second.modes.current == first.modes.current
+    new = [json.loads(line) for line in wire_out_until(run, 2)]
+    assert answer_to(new, 2)["result"]["sessionId"] == second.session_id
+
+    words = {first: ("alpha1", "alpha2"), second: ("beta1", "beta2")}
+    for turn in range(2):
+        for session in (first, second):
+            other = second if session is first else first
+            word = words[session][turn]
+            mark = len(journal.updates)
+            result = session.prompt(codeword_prompt(word))
+            assert isinstance(result, acp.TurnResult)
+            assert result.session_id == session.session_id
+            assert result.stop_reason == "end_turn"
+            assert result.response == "".join(codeword_reply(word))
+            assert result.overflow is None
+            # The turn's reply is exactly this session's chunks; the other session (whose late
+            # updates may be delivered first) streams nothing meanwhile.
+            assert chunks_of(journal.updates[mark:], session.session_id) == result.response
+            assert chunks_of(journal.updates[mark:], other.session_id) == ""
+            assert result.current_mode_id == (session.modes.current or None)
+
+    # One request id counter across sessions, each prompt naming its own session.
+    prompts = [(v["id"], v["params"]["sessionId"]) for v in sent_methods(run, "session/prompt")]
+    assert prompts == [
+        (3, first.session_id),
+        (4, second.session_id),
+        (5, first.session_id),
+        (6, second.session_id),
+    ]
+    assert_numbered_and_faithful(run, wire_out_until(run, 6), {first.session_id, second.session_id})
+    assert {u.session_id for u in journal.of_kind(CHUNK)} == {
+        first.session_id,
+        second.session_id,
+    }
+    # Each session's conversation reached the model on its own: the second turn of each
+    # carries its first codeword and none of the other session's.
+    for session, other in ((first, second), (second, first)):
+        text = main_request_with(harness, words[session][1]).text()
+        assert words[session][0] in text
+        assert not any(word in text for word in words[other])
+
+
+# --- set_mode -----------------------------------------------------------------------------------
+
+
+@agents(*EDIT_MODE)
+def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
+    # The default policy rejects every permission request: in the edit mode none is asked.
+    run = harness.start(tap=True)
+    client = run.client
+    session = client.default_session
+    assert session is not None
+    mode = EDIT_MODE[harness.spec.name]
+    offered = [m.id for m in session.modes.available]
+    assert mode in offered and session.modes.current != mode
+    with pytest.raises(ValueError):
+        session.set_mode("no-such-mode")
+    assert sent_methods(run, "session/set_mode") == []
+
+    session.set_mode(mode)
+    assert session.modes.current == mode and client.modes.current == mode
+    assert sent_methods(run, "session/set_mode") == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/set_mode",
+            "params": {"sessionId": session.session_id, "modeId": mode},
+        }
+    ]
+    answer = answer_to([json.loads(line) for line in wire_out_until(run, 2)], 2)
+    assert "error" not in answer and "result" in answer
+
+    result = session.prompt("Please write hello.txt")
+    assert result.stop_reason == "end_turn"
+    assert run.journal.permissions == [], "the agent asked although the mode allows edits"
+    assert (harness.cwd / "hello.txt").read_text().startswith("hi from")
+    assert result.current_mode_id == mode and session.modes.current == mode
+
+
+# --- cancel from another thread -----------------------------------------------------------------
+
+
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    client, journal = run.client, run.journal
+    session = client.default_session
+    assert session is not None
+    sid = session.session_id
+    session.cancel()  # no turn in flight: nothing is written
+    cancelled_at: list[float] = []
+
+    def streamed() -> bool:
+        return chunks_of(list(journal.updates), sid).startswith(TICKS[0] + TICKS[1])
+
+    def cancel_once_streaming() -> None:
+        if wait_for(streamed, 30):
+            cancelled_at.append(time.monotonic())
+            session.cancel()
+            session.cancel()  # the latch: still one session/cancel
+
+    helper = threading.Thread(target=cancel_once_streaming, daemon=True)
+    helper.start()
+    began = time.monotonic()
+    result = session.prompt("Please be slow")
+    ended = time.monotonic()
+    helper.join(5)
+    assert cancelled_at, "the turn never streamed two ticks"
+    assert result.stop_reason == "cancelled"
+    assert result.session_id == sid
+    everything = "".join(TICKS)
+    assert result.response.startswith(TICKS[0] + TICKS[1])
+    assert everything.startswith(result.response) and result.response != everything
+    assert ended - began < len(TICKS) * TICK_DELAY / 2, "the agent streamed on after the cancel"
+    assert ended - cancelled_at[0] < 10
+    time.sleep(0.5)  # a second cancel would have been written by now
+    assert sent_methods(run, "session/cancel") == [
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+    ]
+    # The session carries on.
+    after = session.prompt("Say hello")
+    assert (after.response, after.stop_reason) == ("".join(HELLO), "end_turn")
+    assert len(sent_methods(run, "session/cancel")) == 1
+
+
+# --- models and config options ------------------------------------------------------------------
+
+
+def model_option(session: acp.Session) -> dict[str, Any] | None:
+    for option in session.config_options:
+        if option.get("category") == "model" and option.get("type") == "select":
+            return option
+    return None
+
+
+def current_value(session: acp.Session, config_id: str) -> Any:
+    for option in session.config_options:
+        if option.get("id") == config_id:
+            return option.get("currentValue")
+    raise AssertionError(f"no config option {config_id!r} in {session.config_options!r}")
+
+
+@agents("codex-acp")
+def test_codex_config_options_and_model(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    session = run.client.default_session
+    assert session is not None
+    sid = session.session_id
+    new = answer_to([json.loads(line) for line in wire_out_until(run, 1)], 1)["result"]
+    # codex-acp advertises its model, mode and reasoning effort as config options (no legacy
+    # `models` object): the handle shows them as sent and takes `models` from the model option.
+    assert "models" not in new
+    assert list(session.config_options) == new["configOptions"]
+    option = model_option(session)
+    assert option is not None and option["id"] == "model"
+    assert session.models.current == option["currentValue"]
+    assert [m.id for m in session.models.available] == [o["value"] for o in option["options"]]
+    model = next(o["value"] for o in option["options"] if o["value"] != option["currentValue"])
+    efforts = next(o for o in session.config_options if o["id"] == "reasoning_effort")
+    effort = next(o["value"] for o in efforts["options"] if o["value"] != efforts["currentValue"])
+
+    with pytest.raises(ValueError):
+        session.set_model("no-such-model")
+    with pytest.raises(ValueError):
+        session.set_config_option("reasoning_effort", "no-such-effort")
+    with pytest.raises(ValueError):
+        session.set_config_option("no-such-option", "x")
+    assert sent_methods(run, "session/set_config_option") == []
+    assert sent_methods(run, "session/set_model") == []
+
+    session.set_model(model)  # through the model config option
+    assert session.models.current == model == current_value(session, "model")
+    options = session.set_config_option("reasoning_effort", effort)
+    assert options == session.config_options
+    assert current_value(session, "reasoning_effort") == effort
+    assert current_value(session, "model") == model
+    assert sent_methods(run, "session/set_config_option") == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/set_config_option",
+            "params": {"sessionId": sid, "configId": "model", "value": model},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/set_config_option",
+            "params": {"sessionId": sid, "configId": "reasoning_effort", "value": effort},
+        },
+    ]
+    answers = [json.loads(line) for line in wire_out_until(run, 3)]
+    for number in (2, 3):
+        assert answers and "error" not in answer_to(answers, number)
+    assert sent_methods(run, "session/set_model") == []
+
+    # The next turn goes to the model with what was chosen.
+    result = session.prompt(codeword_prompt("omega3"))
+    assert result.response == "".join(codeword_reply("omega3"))
+    body = main_request_with(harness, "omega3").body
+    assert body["model"] == model
+    assert body["reasoning"]["effort"] == effort
+
+
+@agents("gemini")
+def test_gemini_set_model_through_legacy_models(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    session = run.client.default_session
+    assert session is not None
+    new = answer_to([json.loads(line) for line in wire_out_until(run, 1)], 1)["result"]
+    # Gemini CLI sends no config options, only the legacy `models` object.
+    assert model_option(session) is None
+    legacy = new["models"]
+    assert session.models.current == legacy["currentModelId"]
+    assert [m.id for m in session.models.available] == [
+        m["modelId"] for m in legacy["availableModels"]
+    ]
+    model = next(
+        m.id for m in session.models.available if m.id not in (session.models.current, "auto")
+    )
+    session.set_model(model)
+    assert session.models.current == model
+    assert sent_methods(run, "session/set_model") == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/set_model",
+            "params": {"sessionId": session.session_id, "modelId": model},
+        }
+    ]
+    result = session.prompt(codeword_prompt("sigma4"))
+    assert result.response == "".join(codeword_reply("sigma4"))
+    assert f"/models/{model}:" in main_request_with(harness, "sigma4").path
+
+
+# --- load_session -------------------------------------------------------------------------------
+
+
+@agents(*LOADS)
+def test_load_session_created_earlier_replays_before_returning(harness: Harness) -> None:
+    # One client creates a session, prompts it once and closes with a grace, so the agent
+    # persists the session; a second client (a new agent process) loads it.
+    first = harness.start()
+    assert first.client.initialize.load_session
+    created = first.client.default_session
+    assert created is not None
+    sid = created.session_id
+    result = created.prompt(codeword_prompt("gamma7"))
+    assert result.response == "".join(codeword_reply("gamma7"))
+    first.client.close(grace=5)
+    assert wait_for(lambda: not tagged_processes(first.launch.tag), 5)
+
+    run = harness.start(tap=True, new_session=False)
+    client, journal = run.client, run.journal
+    assert client.default_session is None and client.sessions == ()
+    loaded = client.load_session(sid)
+    # Before any other call: every update the agent wrote before answering was delivered,
+    # numbered and routed to the loaded session.
+    replay = list(journal.updates)
+    assert loaded.session_id == sid and loaded.cwd == str(harness.cwd)
+    assert client.default_session is loaded and client.sessions == (loaded,)
+    assert_numbered_and_faithful(run, wire_out_until(run, 1), {sid})
+    assert sent_methods(run, "session/load") == [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/load",
+            "params": {"sessionId": sid, "cwd": str(harness.cwd), "mcpServers": []},
+        }
+    ]
+    users = "".join(u.text for u in replay if u.kind == USER_CHUNK)
+    assert "gamma7" in users, "the replay lacks the earlier prompt"
+    assert "".join(codeword_reply("gamma7")) in chunks_of(replay, sid)
+    assert loaded.modes.available
+
+    # The loaded session carries on with its history.
+    again = loaded.prompt(codeword_prompt("delta8"))
+    assert again.response == "".join(codeword_reply("delta8"))
+    assert again.session_id == sid
+    assert "gamma7" in main_request_with(harness, "delta8").text()
+
+
+@agents("ts-sdk", "py-sdk")
+def test_load_session_without_the_capability_writes_nothing(harness: Harness) -> None:
+    run = harness.start(tap=True, new_session=False)
+    assert not run.client.initialize.load_session
+    with pytest.raises(acp.CapabilityError) as caught:
+        run.client.load_session("anything")
+    assert caught.value.capability == "loadSession"
+    assert [v.get("method") for v in run.sent()] == ["initialize"]
+    assert run.client.sessions == ()
