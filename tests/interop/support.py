@@ -211,20 +211,22 @@ MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not N
 
 def plan_for(spec: AgentSpec, cwd: Path) -> Callable[[ModelRequest], Reply]:
     """The fake model's script for `spec`: "write hello.txt" makes it call the agent's file tool
-    once; "slow" streams ticks slowly; "codeword X" gets `codeword_reply(X)`; anything else gets
-    HELLO."""
+    once; "slow" streams ticks slowly; "codeword X" gets `codeword_reply(X)` (before the others);
+    anything else gets HELLO."""
 
     def plan(request: ModelRequest) -> Reply:
         if request.has_tool_result():
             return Reply(AFTER_TOOL)
         latest = _latest_user_text(request)
+        # First: after a cancelled turn claude-code-acp sends the interrupted prompt again in
+        # the same user turn as the next one.
+        word = CODEWORD.search(latest)
+        if word is not None:
+            return Reply(codeword_reply(word.group(1)))
         if "write hello.txt" in latest and spec.tool is not None:
             return Reply(("I'll write the file.",), spec.tool(cwd))
         if "slow" in latest:
             return Reply(TICKS, delay=TICK_DELAY)
-        word = CODEWORD.search(latest)
-        if word is not None:
-            return Reply(codeword_reply(word.group(1)))
         return Reply(HELLO)
 
     return plan

@@ -17,7 +17,6 @@ import pytest
 
 from .conftest import Harness, Run
 from .support import (
-    HELLO,
     TICK_DELAY,
     TICKS,
     codeword_reply,
@@ -142,8 +141,18 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
 # --- set_mode -----------------------------------------------------------------------------------
 
 
+def trust_gemini_folder(harness: Harness) -> None:
+    """Gemini CLI refuses its privileged modes (autoEdit, yolo) in a folder it does not trust:
+    trust the session's cwd in the isolated HOME the agent will start with."""
+    settings = harness.root / "home" / ".gemini"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "trustedFolders.json").write_text(json.dumps({str(harness.cwd): "TRUST_FOLDER"}))
+
+
 @agents(*EDIT_MODE)
 def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
+    if harness.spec.name == "gemini":
+        trust_gemini_folder(harness)
     # The default policy rejects every permission request: in the edit mode none is asked.
     run = harness.start(tap=True)
     client = run.client
@@ -174,6 +183,27 @@ def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
     assert run.journal.permissions == [], "the agent asked although the mode allows edits"
     assert (harness.cwd / "hello.txt").read_text().startswith("hi from")
     assert result.current_mode_id == mode and session.modes.current == mode
+    assert [(call["kind"], call["status"]) for call in result.tool_calls] == [("edit", "completed")]
+
+
+@agents("gemini")
+def test_set_mode_refused_by_the_agent_keeps_the_mode(harness: Harness) -> None:
+    # In a folder it does not trust Gemini CLI answers set_mode("autoEdit") with an error.
+    run = harness.start(tap=True)
+    session = run.client.default_session
+    assert session is not None
+    before = session.modes.current
+    with pytest.raises(acp.AgentProtocolError) as caught:
+        session.set_mode("autoEdit")
+    assert caught.value.code == -32603
+    assert "untrusted folder" in json.dumps(caught.value.data)
+    assert session.modes.current == before == "default"
+    # The session is still usable, and a mode the agent allows there is taken.
+    session.set_mode("plan")
+    assert session.modes.current == "plan"
+    result = session.prompt(codeword_prompt("kappa2"))
+    assert result.response == "".join(codeword_reply("kappa2"))
+    assert result.current_mode_id == "plan"
 
 
 # --- cancel from another thread -----------------------------------------------------------------
@@ -216,9 +246,11 @@ def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
     assert sent_methods(run, "session/cancel") == [
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
     ]
-    # The session carries on.
-    after = session.prompt("Say hello")
-    assert (after.response, after.stop_reason) == ("".join(HELLO), "end_turn")
+    # The session carries on. (claude-code-acp sends the interrupted prompt again with the
+    # next one, so this prompt's codeword decides the fake model's reply.)
+    after = session.prompt(codeword_prompt("after5"))
+    assert after.stop_reason == "end_turn"
+    assert after.response == "".join(codeword_reply("after5"))
     assert len(sent_methods(run, "session/cancel")) == 1
 
 
