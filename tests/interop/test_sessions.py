@@ -37,6 +37,16 @@ USER_CHUNK = acp.UpdateKind.USER_MESSAGE_CHUNK
 
 #: The agents that advertise `loadSession` (checked against their `initialize` answer).
 LOADS = ("gemini", "claude-code-acp", "claude-agent-acp", "codex-acp")
+#: Gemini CLI 0.61.0's session/load starts a fresh chat record for the session id (a new header
+#: and `$set messages` with only its session context, in the same chats file when the minute is
+#: the same) before it looks the session up: within the minute it answers -32603 "No previous
+#: sessions found for this project.", across a minute boundary it loads the empty record and
+#: replays no history. In the same process too (after a local close). The agent's bug, not the
+#: client's: the wire shows our session/load as the schema has it.
+GEMINI_LOAD_BUG = (
+    "Gemini CLI 0.61.0 wipes the session's history when loading it (answers -32603 'No "
+    "previous sessions found for this project.' or replays nothing)"
+)
 #: A mode each agent offers in which a file edit in the session's cwd runs without asking.
 EDIT_MODE = {"gemini": "autoEdit", "claude-agent-acp": "acceptEdits"}
 
@@ -130,6 +140,14 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
         first.session_id,
         second.session_id,
     }
+    # Each session's commands are the latest its own updates announced.
+    for session in (first, second):
+        announced = [
+            u.json()["availableCommands"]
+            for u in journal.of_kind(acp.UpdateKind.AVAILABLE_COMMANDS_UPDATE)
+            if u.session_id == session.session_id
+        ]
+        assert list(session.available_commands) == (announced[-1] if announced else [])
     # Each session's conversation reached the model on its own: the second turn of each
     # carries its first codeword and none of the other session's.
     for session, other in ((first, second), (second, first)):
@@ -177,6 +195,10 @@ def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
     ]
     answer = answer_to([json.loads(line) for line in wire_out_until(run, 2)], 2)
     assert "error" not in answer and "result" in answer
+    if harness.spec.name == "claude-agent-acp":
+        # It also sends the mode as a config option, updated before its answer: routed here.
+        assert run.journal.of_kind(acp.UpdateKind.CONFIG_OPTION_UPDATE)
+        assert current_value(session, "mode") == mode
 
     result = session.prompt("Please write hello.txt")
     assert result.stop_reason == "end_turn"
@@ -366,7 +388,16 @@ def test_gemini_set_model_through_legacy_models(harness: Harness) -> None:
 # --- load_session -------------------------------------------------------------------------------
 
 
-@agents(*LOADS)
+@pytest.mark.parametrize(
+    "harness",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=GEMINI_LOAD_BUG))
+        if name == "gemini"
+        else name
+        for name in LOADS
+    ],
+    indirect=True,
+)
 def test_load_session_created_earlier_replays_before_returning(harness: Harness) -> None:
     # One client creates a session, prompts it once and closes with a grace, so the agent
     # persists the session; a second client (a new agent process) loads it.
