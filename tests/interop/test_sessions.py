@@ -155,6 +155,30 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
         assert words[session][0] in text
         assert not any(word in text for word in words[other])
 
+    # Closing one session leaves the other working; session/close is written only to an agent
+    # that advertises it.
+    second.close()
+    assert second.closed and client.sessions == (first,)
+    with pytest.raises(KeyError):
+        client.session(second.session_id)
+    advertised = (client.initialize.agent_capabilities.get("sessionCapabilities") or {}).get(
+        "close"
+    )
+    closes = sent_methods(run, "session/close")
+    if advertised is not None:
+        assert closes == [
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "session/close",
+                "params": {"sessionId": second.session_id},
+            }
+        ]
+    else:
+        assert closes == []
+    last = first.prompt(codeword_prompt("alpha3"))
+    assert last.response == "".join(codeword_reply("alpha3"))
+
 
 # --- set_mode -----------------------------------------------------------------------------------
 
@@ -354,6 +378,31 @@ def test_codex_config_options_and_model(harness: Harness) -> None:
     assert body["reasoning"]["effort"] == effort
 
 
+@agents("claude-agent-acp")
+def test_claude_agent_acp_set_model_through_its_model_option(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    session = run.client.default_session
+    assert session is not None
+    option = model_option(session)
+    assert option is not None
+    assert session.models.current == option["currentValue"]
+    assert "haiku" in [m.id for m in session.models.available]
+    session.set_model("haiku")
+    assert session.models.current == "haiku" == current_value(session, "model")
+    assert sent_methods(run, "session/set_config_option") == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/set_config_option",
+            "params": {"sessionId": session.session_id, "configId": "model", "value": "haiku"},
+        }
+    ]
+    assert sent_methods(run, "session/set_model") == []
+    result = session.prompt(codeword_prompt("theta6"))
+    assert result.response == "".join(codeword_reply("theta6"))
+    assert "haiku" in main_request_with(harness, "theta6").body["model"]
+
+
 @agents("gemini")
 def test_gemini_set_model_through_legacy_models(harness: Harness) -> None:
     run = harness.start(tap=True)
@@ -383,6 +432,11 @@ def test_gemini_set_model_through_legacy_models(harness: Harness) -> None:
     result = session.prompt(codeword_prompt("sigma4"))
     assert result.response == "".join(codeword_reply("sigma4"))
     assert f"/models/{model}:" in main_request_with(harness, "sigma4").path
+
+
+def listed_id(info: Any) -> str:
+    """A listed session's id (a `model.SessionInfo` once that lands; a dict until then)."""
+    return info.session_id if hasattr(info, "session_id") else info["sessionId"]
 
 
 # --- load_session -------------------------------------------------------------------------------
@@ -433,6 +487,11 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     assert "gamma7" in users, "the replay lacks the earlier prompt"
     assert "".join(codeword_reply("gamma7")) in chunks_of(replay, sid)
     assert loaded.modes.available
+
+    # An agent that lists sessions lists this one.
+    if "list" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {}):
+        listed = client.list_sessions(harness.cwd)
+        assert sid in [listed_id(info) for info in listed]
 
     # The loaded session carries on with its history.
     again = loaded.prompt(codeword_prompt("delta8"))
