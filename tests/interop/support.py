@@ -211,18 +211,18 @@ MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not N
 
 def plan_for(spec: AgentSpec, cwd: Path) -> Callable[[ModelRequest], Reply]:
     """The fake model's script for `spec`: "write hello.txt" makes it call the agent's file tool
-    once; "slow" streams ticks slowly; "codeword X" gets `codeword_reply(X)` (before the others);
-    anything else gets HELLO."""
+    once; "slow" streams ticks slowly; "codeword X" in the latest user turn gets
+    `codeword_reply(X)` (before the others); anything else gets HELLO."""
 
     def plan(request: ModelRequest) -> Reply:
-        if request.has_tool_result():
-            return Reply(AFTER_TOOL)
         latest = _latest_user_text(request)
-        # First: after a cancelled turn claude-code-acp sends the interrupted prompt again in
-        # the same user turn as the next one.
+        # First, so that a later prompt of a conversation that held a tool call or a cancelled
+        # turn (claude-code-acp sends the interrupted prompt again with the next) gets it.
         word = CODEWORD.search(latest)
         if word is not None:
             return Reply(codeword_reply(word.group(1)))
+        if request.has_tool_result():
+            return Reply(AFTER_TOOL)
         if "write hello.txt" in latest and spec.tool is not None:
             return Reply(("I'll write the file.",), spec.tool(cwd))
         if "slow" in latest:

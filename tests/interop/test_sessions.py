@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import acp_fast as acp
@@ -19,6 +20,7 @@ from .conftest import Harness, Run
 from .support import (
     TICK_DELAY,
     TICKS,
+    Journal,
     codeword_reply,
     global_problem,
     tagged_processes,
@@ -298,6 +300,82 @@ def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
     assert after.stop_reason == "end_turn"
     assert after.response == "".join(codeword_reply("after5"))
     assert len(sent_methods(run, "session/cancel")) == 1
+
+
+@dataclass
+class AskingJournal(Journal):
+    """A journal whose `on_permission` holds the agent's permission request until released."""
+
+    asked: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def on_permission(self, request: acp.PermissionRequest) -> None:
+        self.asked.set()
+        self.release.wait(30)
+
+
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+def test_cancel_while_a_permission_request_is_pending(harness: Harness) -> None:
+    journal = AskingJournal()
+    # The policy would allow the call: the cancel must win over it.
+    run = harness.start(tap=True, observer=journal, policy=harness.spec.allow_policy)
+    session = run.client.default_session
+    assert session is not None
+    sid = session.session_id
+
+    def cancel_while_asked() -> None:
+        if journal.asked.wait(30):
+            session.cancel()
+        journal.release.set()
+
+    helper = threading.Thread(target=cancel_while_asked, daemon=True)
+    helper.start()
+    result = session.prompt("Please write hello.txt")
+    helper.join(5)
+    assert journal.asked.is_set(), "the agent never asked"
+    assert result.stop_reason == "cancelled" and result.session_id == sid
+    [record] = journal.permissions
+    assert (record.outcome, record.option_id) == ("cancelled", "")
+    sent = run.sent()
+    cancels = [i for i, v in enumerate(sent) if v.get("method") == "session/cancel"]
+    answers = [
+        i for i, v in enumerate(sent) if "method" not in v and v.get("id") == record.request_id
+    ]
+    assert len(cancels) == 1 and len(answers) == 1 and cancels[0] < answers[0]
+    assert sent[cancels[0]]["params"] == {"sessionId": sid}
+    assert sent[answers[0]]["result"] == {"outcome": {"outcome": "cancelled"}}
+    assert not (harness.cwd / "hello.txt").exists()
+    # The session carries on.
+    after = session.prompt(codeword_prompt("after6"))
+    assert after.response == "".join(codeword_reply("after6"))
+
+
+@agents("gemini", "claude-agent-acp")
+def test_prompt_timeout_cancels_and_the_session_carries_on(harness: Harness) -> None:
+    run = harness.start(tap=True)
+    session = run.client.default_session
+    assert session is not None
+    began = time.monotonic()
+    with pytest.raises(acp.TurnTimeout) as caught:
+        session.prompt("Please be slow", timeout=1.5)
+    took = time.monotonic() - began
+    timeout = caught.value
+    assert timeout.session_id == session.session_id and timeout.timeout == 1.5
+    # The agent honoured the cancel within the grace: the turn's result comes with the error.
+    assert timeout.result is not None and timeout.result.stop_reason == "cancelled"
+    assert "".join(TICKS).startswith(timeout.result.response)
+    assert timeout.result.response.startswith(TICKS[0])
+    assert 1.5 <= took < 1.5 + timeout.cancel_grace
+    assert sent_methods(run, "session/cancel") == [
+        {
+            "jsonrpc": "2.0",
+            "method": "session/cancel",
+            "params": {"sessionId": session.session_id},
+        }
+    ]
+    after = session.prompt(codeword_prompt("after7"))
+    assert after.stop_reason == "end_turn"
+    assert after.response == "".join(codeword_reply("after7"))
 
 
 # --- models and config options ------------------------------------------------------------------
