@@ -378,6 +378,47 @@ def test_prompt_timeout_cancels_and_the_session_carries_on(harness: Harness) -> 
     assert after.response == "".join(codeword_reply("after7"))
 
 
+# --- drain ---------------------------------------------------------------------------------------
+
+
+@agents("codex-acp")
+def test_drain_delivers_what_came_after_the_answer(harness: Harness) -> None:
+    # codex-acp announces its commands once a session's first turn is under way, usually just
+    # after the turn's answer: a blocking client reads that at its next call or drain().
+    run = harness.start(tap=True)
+    client, journal = run.client, run.journal
+    session = client.default_session
+    assert session is not None
+    assert session.available_commands == ()
+    result = session.prompt(codeword_prompt("zeta9"))
+    assert result.response == "".join(codeword_reply("zeta9"))
+    delivered = len(journal.updates)
+
+    def announced() -> bool:
+        return any(
+            json.loads(line)["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            for line in updates_on_wire(run.received())
+        )
+
+    assert wait_for(announced, 10), "codex-acp announced no commands"
+    written = updates_on_wire(run.received())
+    drained = client.drain(0)  # what is readable now, without waiting
+    drained += client.drain(0.5)
+    assert drained == len(journal.updates) - delivered
+    assert journal.envelopes[: len(written)] == written  # everything written so far delivered
+    assert journal.sequences == list(range(1, len(journal.updates) + 1))
+    assert all(u.session_id == session.session_id for u in journal.updates)
+    # ... and routed to the session.
+    commands = journal.of_kind(acp.UpdateKind.AVAILABLE_COMMANDS_UPDATE)
+    assert commands and session.available_commands
+    assert list(session.available_commands) == commands[-1].json()["availableCommands"]
+    # The next turn's result holds nothing of what came before it.
+    mark = len(journal.updates)
+    again = session.prompt(codeword_prompt("eta1"))
+    assert again.response == "".join(codeword_reply("eta1"))
+    assert chunks_of(journal.updates[mark:], session.session_id) == again.response
+
+
 # --- models and config options ------------------------------------------------------------------
 
 
