@@ -65,8 +65,15 @@ def chunks_of(updates: list[Any], session_id: str) -> str:
     return "".join(u.text for u in updates if u.kind == CHUNK and u.session_id == session_id)
 
 
-def sent_methods(run: Run, method: str) -> list[dict[str, Any]]:
-    return [line for line in run.sent() if line.get("method") == method]
+def sent_methods(run: Run, method: str, at_least: int = 0) -> list[dict[str, Any]]:
+    """The lines with `method` the client wrote, once `tee` has logged `at_least` of them (it
+    may log a line after the agent has read it)."""
+
+    def lines() -> list[dict[str, Any]]:
+        return [line for line in run.sent() if line.get("method") == method]
+
+    wait_for(lambda: len(lines()) >= at_least, 5)
+    return lines()
 
 
 def assert_numbered_and_faithful(run: Run, wire: list[str], session_ids: set[str]) -> None:
@@ -130,7 +137,7 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
             assert result.current_mode_id == (session.modes.current or None)
 
     # One request id counter across sessions, each prompt naming its own session.
-    prompts = [(v["id"], v["params"]["sessionId"]) for v in sent_methods(run, "session/prompt")]
+    prompts = [(v["id"], v["params"]["sessionId"]) for v in sent_methods(run, "session/prompt", 4)]
     assert prompts == [
         (3, first.session_id),
         (4, second.session_id),
@@ -166,7 +173,7 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
     advertised = (client.initialize.agent_capabilities.get("sessionCapabilities") or {}).get(
         "close"
     )
-    closes = sent_methods(run, "session/close")
+    closes = sent_methods(run, "session/close", 0 if advertised is None else 1)
     if advertised is not None:
         assert closes == [
             {
@@ -211,7 +218,7 @@ def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
 
     session.set_mode(mode)
     assert session.modes.current == mode and client.modes.current == mode
-    assert sent_methods(run, "session/set_mode") == [
+    assert sent_methods(run, "session/set_mode", 1) == [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -291,7 +298,7 @@ def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
     assert ended - began < len(TICKS) * TICK_DELAY / 2, "the agent streamed on after the cancel"
     assert ended - cancelled_at[0] < 10
     time.sleep(0.5)  # a second cancel would have been written by now
-    assert sent_methods(run, "session/cancel") == [
+    assert sent_methods(run, "session/cancel", 1) == [
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
     ]
     # The session carries on. (claude-code-acp sends the interrupted prompt again with the
@@ -336,6 +343,9 @@ def test_cancel_while_a_permission_request_is_pending(harness: Harness) -> None:
     assert result.stop_reason == "cancelled" and result.session_id == sid
     [record] = journal.permissions
     assert (record.outcome, record.option_id) == ("cancelled", "")
+    assert wait_for(
+        lambda: any("method" not in v and v.get("id") == record.request_id for v in run.sent()), 5
+    )
     sent = run.sent()
     cancels = [i for i, v in enumerate(sent) if v.get("method") == "session/cancel"]
     answers = [
@@ -366,7 +376,7 @@ def test_prompt_timeout_cancels_and_the_session_carries_on(harness: Harness) -> 
     assert "".join(TICKS).startswith(timeout.result.response)
     assert timeout.result.response.startswith(TICKS[0])
     assert 1.5 <= took < 1.5 + timeout.cancel_grace
-    assert sent_methods(run, "session/cancel") == [
+    assert sent_methods(run, "session/cancel", 1) == [
         {
             "jsonrpc": "2.0",
             "method": "session/cancel",
@@ -470,7 +480,7 @@ def test_codex_config_options_and_model(harness: Harness) -> None:
     assert options == session.config_options
     assert current_value(session, "reasoning_effort") == effort
     assert current_value(session, "model") == model
-    assert sent_methods(run, "session/set_config_option") == [
+    assert sent_methods(run, "session/set_config_option", 2) == [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -508,7 +518,7 @@ def test_claude_agent_acp_set_model_through_its_model_option(harness: Harness) -
     assert "haiku" in [m.id for m in session.models.available]
     session.set_model("haiku")
     assert session.models.current == "haiku" == current_value(session, "model")
-    assert sent_methods(run, "session/set_config_option") == [
+    assert sent_methods(run, "session/set_config_option", 1) == [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -540,7 +550,7 @@ def test_gemini_set_model_through_legacy_models(harness: Harness) -> None:
     )
     session.set_model(model)
     assert session.models.current == model
-    assert sent_methods(run, "session/set_model") == [
+    assert sent_methods(run, "session/set_model", 1) == [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -594,7 +604,7 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     assert loaded.session_id == sid and loaded.cwd == str(harness.cwd)
     assert client.default_session is loaded and client.sessions == (loaded,)
     assert_numbered_and_faithful(run, wire_out_until(run, 1), {sid})
-    assert sent_methods(run, "session/load") == [
+    assert sent_methods(run, "session/load", 1) == [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -626,5 +636,6 @@ def test_load_session_without_the_capability_writes_nothing(harness: Harness) ->
     with pytest.raises(acp.CapabilityError) as caught:
         run.client.load_session("anything")
     assert caught.value.capability == "loadSession"
+    assert wait_for(lambda: bool(run.sent()), 5)
     assert [v.get("method") for v in run.sent()] == ["initialize"]
     assert run.client.sessions == ()
