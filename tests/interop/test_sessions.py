@@ -256,8 +256,13 @@ def test_set_mode_refused_by_the_agent_keeps_the_mode(harness: Harness) -> None:
     # The session is still usable, and a mode the agent allows there is taken.
     session.set_mode("plan")
     assert session.modes.current == "plan"
+    # Gemini CLI tells of the change in a message chunk outside any turn: delivered, and no
+    # part of the next turn's reply.
+    assert "[MODE_UPDATE] plan" in chunks_of(run.journal.updates, session.session_id)
+    mark = len(run.journal.updates)
     result = session.prompt(codeword_prompt("kappa2"))
     assert result.response == "".join(codeword_reply("kappa2"))
+    assert chunks_of(run.journal.updates[mark:], session.session_id) == result.response
     assert result.current_mode_id == "plan"
 
 
