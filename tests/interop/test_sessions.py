@@ -596,7 +596,11 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     sid = created.session_id
     result = created.prompt(codeword_prompt("gamma7"))
     assert result.response == "".join(codeword_reply("gamma7"))
+    # Gemini CLI and claude-agent-acp exit on their own once stdin closes; claude-code-acp and
+    # codex-acp do not, and are killed when the grace runs out.
+    began = time.monotonic()
     first.client.close(grace=5)
+    assert time.monotonic() - began < 5 + 3
     assert wait_for(lambda: not tagged_processes(first.launch.tag), 5)
 
     run = harness.start(tap=True, new_session=False)
