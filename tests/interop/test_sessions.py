@@ -589,21 +589,9 @@ def listed_id(info: Any) -> str:
 def test_load_session_created_earlier_replays_before_returning(harness: Harness) -> None:
     # One client creates a session, prompts it once and closes with a grace, so the agent
     # persists the session; a second client (a new agent process) loads it.
-    first = harness.start()
-    assert first.client.initialize.load_session
-    created = first.client.default_session
-    assert created is not None
-    sid = created.session_id
-    result = created.prompt(codeword_prompt("gamma7"))
-    assert result.response == "".join(codeword_reply("gamma7"))
-    # Gemini CLI and claude-agent-acp exit on their own once stdin closes; claude-code-acp and
-    # codex-acp do not, and are killed when the grace runs out.
-    began = time.monotonic()
-    first.client.close(grace=5)
-    assert time.monotonic() - began < 5 + 3
-    assert wait_for(lambda: not tagged_processes(first.launch.tag), 5)
-
+    sid = persisted_session(harness, "gamma7")
     run = harness.start(tap=True, new_session=False)
+    assert run.client.initialize.load_session
     client, journal = run.client, run.journal
     assert client.default_session is None and client.sessions == ()
     loaded = client.load_session(sid)
@@ -636,6 +624,60 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     assert again.response == "".join(codeword_reply("delta8"))
     assert again.session_id == sid
     assert "gamma7" in main_request_with(harness, "delta8").text()
+
+    # An agent that deletes sessions deletes it; the open handle is then closed locally.
+    if "delete" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {}):
+        client.delete_session(sid)
+        assert loaded.closed and client.sessions == ()
+        assert sent_methods(run, "session/delete", 1) == [
+            {"jsonrpc": "2.0", "id": 4, "method": "session/delete", "params": {"sessionId": sid}}
+        ]
+        assert sent_methods(run, "session/close") == []
+        # (claude-agent-acp 0.49.0 answers {} but keeps the transcript: session/list still
+        # lists it, so that is not checked.)
+
+
+def persisted_session(harness: Harness, word: str) -> str:
+    """A session created by a client of its own, prompted once with `word` and closed with a
+    grace so that the agent persists it; its id."""
+    run = harness.start()
+    created = run.client.default_session
+    assert created is not None
+    result = created.prompt(codeword_prompt(word))
+    assert result.response == "".join(codeword_reply(word))
+    # Gemini CLI and claude-agent-acp exit on their own once stdin closes; claude-code-acp and
+    # codex-acp do not, and are killed when the grace runs out.
+    began = time.monotonic()
+    run.client.close(grace=5)
+    assert time.monotonic() - began < 5 + 3
+    assert wait_for(lambda: not tagged_processes(run.launch.tag), 5)
+    return created.session_id
+
+
+@agents("claude-code-acp", "claude-agent-acp", "codex-acp")
+def test_resume_session_created_earlier(harness: Harness) -> None:
+    sid = persisted_session(harness, "iota5")
+    run = harness.start(tap=True, new_session=False)
+    client = run.client
+    assert "resume" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {})
+    resumed = client.resume_session(sid)
+    assert resumed.session_id == sid and client.default_session is resumed
+    assert sent_methods(run, "session/resume", 1) == [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/resume",
+            "params": {"sessionId": sid, "cwd": str(harness.cwd), "mcpServers": []},
+        }
+    ]
+    # Whatever the agent sent before answering (no replay, though some announce commands) was
+    # delivered and routed to it.
+    assert_numbered_and_faithful(run, wire_out_until(run, 1), {sid})
+    assert not run.journal.of_kind(USER_CHUNK)
+    assert resumed.modes.available
+    again = resumed.prompt(codeword_prompt("kappa6"))
+    assert again.response == "".join(codeword_reply("kappa6"))
+    assert "iota5" in main_request_with(harness, "kappa6").text()
 
 
 @agents("ts-sdk", "py-sdk")
