@@ -1,8 +1,13 @@
-"""The session API with real agents: two sessions on one client, `set_mode`, `Session.cancel()`
-from another thread mid-stream, models and config options as each agent advertises them, and
-`load_session` of a session another client created (and closed) earlier in the same test.
+"""The session API with real agents: two sessions on one client; `set_mode` (and a mode the
+agent refuses); `Session.cancel()` from another thread mid-stream and while a permission request
+is pending; a prompt timeout; `drain()`; models and config options as each agent advertises
+them (config options, legacy `models`); `load_session` and `resume_session` of a session another
+client created and closed (with a grace) earlier in the same test, with list and delete where
+advertised.
 
-Every run is tapped (see test_agents.py), so each check also compares against the wire.
+The fake model answers "codeword X" with `codeword_reply(X)`, so replies tell apart which
+session's prompt they answer, and the model's requests show which history each session has.
+Every run that is compared against the wire is tapped (see test_agents.py).
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ def assert_numbered_and_faithful(run: Run, wire: list[str], session_ids: set[str
     assert journal.envelopes == updates_on_wire(wire)
 
 
+def plain(values: Any) -> list[Any]:
+    """Config options, commands or tool calls as JSON values, whether the client gives them as
+    decoded JSON or as typed `acp_fast.model` objects (which encode themselves with `to_json`)."""
+    return [v.to_json() if hasattr(v, "to_json") else v for v in values]
+
+
 def main_request_with(harness: Harness, text: str) -> Any:
     """The agent's latest real model turn whose conversation holds `text`."""
     assert harness.server is not None
@@ -117,6 +128,12 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
     assert second.modes.available and second.modes.current == first.modes.current
     new = [json.loads(line) for line in wire_out_until(run, 2)]
     assert answer_to(new, 2)["result"]["sessionId"] == second.session_id
+    assert sent_methods(run, "session/new", 2)[1] == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "session/new",
+        "params": {"cwd": str(harness.cwd), "mcpServers": []},
+    }
 
     words = {first: ("alpha1", "alpha2"), second: ("beta1", "beta2")}
     for turn in range(2):
@@ -156,7 +173,7 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
             for u in journal.of_kind(acp.UpdateKind.AVAILABLE_COMMANDS_UPDATE)
             if u.session_id == session.session_id
         ]
-        assert list(session.available_commands) == (announced[-1] if announced else [])
+        assert plain(session.available_commands) == (announced[-1] if announced else [])
     # Each session's conversation reached the model on its own: the second turn of each
     # carries its first codeword and none of the other session's.
     for session, other in ((first, second), (second, first)):
@@ -238,7 +255,8 @@ def test_set_mode_is_accepted_and_acted_on(harness: Harness) -> None:
     assert run.journal.permissions == [], "the agent asked although the mode allows edits"
     assert (harness.cwd / "hello.txt").read_text().startswith("hi from")
     assert result.current_mode_id == mode and session.modes.current == mode
-    assert [(call["kind"], call["status"]) for call in result.tool_calls] == [("edit", "completed")]
+    calls = plain(result.tool_calls)
+    assert [(call["kind"], call["status"]) for call in calls] == [("edit", "completed")]
 
 
 @agents("gemini")
@@ -426,7 +444,7 @@ def test_drain_delivers_what_came_after_the_answer(harness: Harness) -> None:
     # ... and routed to the session.
     commands = journal.of_kind(acp.UpdateKind.AVAILABLE_COMMANDS_UPDATE)
     assert commands and session.available_commands
-    assert list(session.available_commands) == commands[-1].json()["availableCommands"]
+    assert plain(session.available_commands) == commands[-1].json()["availableCommands"]
     # The next turn's result holds nothing of what came before it.
     mark = len(journal.updates)
     again = session.prompt(codeword_prompt("eta1"))
@@ -438,14 +456,14 @@ def test_drain_delivers_what_came_after_the_answer(harness: Harness) -> None:
 
 
 def model_option(session: acp.Session) -> dict[str, Any] | None:
-    for option in session.config_options:
+    for option in plain(session.config_options):
         if option.get("category") == "model" and option.get("type") == "select":
             return option
     return None
 
 
 def current_value(session: acp.Session, config_id: str) -> Any:
-    for option in session.config_options:
+    for option in plain(session.config_options):
         if option.get("id") == config_id:
             return option.get("currentValue")
     raise AssertionError(f"no config option {config_id!r} in {session.config_options!r}")
@@ -461,13 +479,13 @@ def test_codex_config_options_and_model(harness: Harness) -> None:
     # codex-acp advertises its model, mode and reasoning effort as config options (no legacy
     # `models` object): the handle shows them as sent and takes `models` from the model option.
     assert "models" not in new
-    assert list(session.config_options) == new["configOptions"]
+    assert plain(session.config_options) == new["configOptions"]
     option = model_option(session)
     assert option is not None and option["id"] == "model"
     assert session.models.current == option["currentValue"]
     assert [m.id for m in session.models.available] == [o["value"] for o in option["options"]]
     model = next(o["value"] for o in option["options"] if o["value"] != option["currentValue"])
-    efforts = next(o for o in session.config_options if o["id"] == "reasoning_effort")
+    efforts = next(o for o in plain(session.config_options) if o["id"] == "reasoning_effort")
     effort = next(o["value"] for o in efforts["options"] if o["value"] != efforts["currentValue"])
 
     with pytest.raises(ValueError):
