@@ -49,7 +49,9 @@ LOADS = ("gemini", "claude-code-acp", "claude-agent-acp", "codex-acp")
 #: the same) before it looks the session up: within the minute it answers -32603 "No previous
 #: sessions found for this project.", across a minute boundary it loads the empty record and
 #: replays no history. In the same process too (after a local close). The agent's bug, not the
-#: client's: the wire shows our session/load as the schema has it.
+#: client's: the wire shows our session/load as the schema has it (upstream: gemini-cli issues
+#: 28693 and 28775, open). Strict, so that a fixed Gemini CLI turns this into a failure to
+#: remove the mark.
 GEMINI_LOAD_BUG = (
     "Gemini CLI 0.61.0 wipes the session's history when loading it (answers -32603 'No "
     "previous sessions found for this project.' or replays nothing)"
