@@ -104,6 +104,14 @@ def plain(values: Any) -> list[Any]:
     return [v.to_json() if hasattr(v, "to_json") else v for v in values]
 
 
+def fields_of(update: Any) -> dict[str, Any] | None:
+    """An update's fields without its `sessionUpdate` tag (None stays None)."""
+    if update is None:
+        return None
+    value = update.to_json() if hasattr(update, "to_json") else update
+    return {key: item for key, item in value.items() if key != "sessionUpdate"}
+
+
 def main_request_with(harness: Harness, text: str) -> Any:
     """The agent's latest real model turn whose conversation holds `text`."""
     assert harness.server is not None
@@ -154,6 +162,18 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
             assert chunks_of(journal.updates[mark:], session.session_id) == result.response
             assert chunks_of(journal.updates[mark:], other.session_id) == ""
             assert result.current_mode_id == (session.modes.current or None)
+            # The turn's latest usage and commands, from this session's updates only.
+            mine = [u for u in journal.updates[mark:] if u.session_id == session.session_id]
+            usages = [u.json() for u in mine if u.kind == acp.UpdateKind.USAGE_UPDATE]
+            assert fields_of(result.usage) == (fields_of(usages[-1]) if usages else None)
+            commands = [
+                u.json()["availableCommands"]
+                for u in mine
+                if u.kind == acp.UpdateKind.AVAILABLE_COMMANDS_UPDATE
+            ]
+            assert (
+                None if result.available_commands is None else plain(result.available_commands)
+            ) == (commands[-1] if commands else None)
 
     # One request id counter across sessions, each prompt naming its own session.
     prompts = [(v["id"], v["params"]["sessionId"]) for v in sent_methods(run, "session/prompt", 4)]
