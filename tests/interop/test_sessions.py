@@ -412,15 +412,15 @@ def test_prompt_timeout_cancels_and_the_session_carries_on(harness: Harness) -> 
     assert session is not None
     began = time.monotonic()
     with pytest.raises(acp.TurnTimeout) as caught:
-        session.prompt("Please be slow", timeout=1.5)
+        session.prompt("Please be slow", timeout=3.0)
     took = time.monotonic() - began
     timeout = caught.value
-    assert timeout.session_id == session.session_id and timeout.timeout == 1.5
+    assert timeout.session_id == session.session_id and timeout.timeout == 3.0
     # The agent honoured the cancel within the grace: the turn's result comes with the error.
     assert timeout.result is not None and timeout.result.stop_reason == "cancelled"
     assert "".join(TICKS).startswith(timeout.result.response)
     assert timeout.result.response.startswith(TICKS[0])
-    assert 1.5 <= took < 1.5 + timeout.cancel_grace
+    assert 3.0 <= took < 3.0 + timeout.cancel_grace
     assert sent_methods(run, "session/cancel", 1) == [
         {
             "jsonrpc": "2.0",
@@ -444,7 +444,6 @@ def test_drain_delivers_what_came_after_the_answer(harness: Harness) -> None:
     client, journal = run.client, run.journal
     session = client.default_session
     assert session is not None
-    assert session.available_commands == ()
     result = session.prompt(codeword_prompt("zeta9"))
     assert result.response == "".join(codeword_reply("zeta9"))
     delivered = len(journal.updates)
