@@ -330,7 +330,6 @@ def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
 
     helper = threading.Thread(target=cancel_once_streaming, daemon=True)
     helper.start()
-    began = time.monotonic()
     result = session.prompt("Please be slow")
     ended = time.monotonic()
     helper.join(5)
@@ -340,8 +339,9 @@ def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
     everything = "".join(TICKS)
     assert result.response.startswith(TICKS[0] + TICKS[1])
     assert everything.startswith(result.response) and result.response != everything
-    assert ended - began < len(TICKS) * TICK_DELAY / 2, "the agent streamed on after the cancel"
-    assert ended - cancelled_at[0] < 10
+    # Well before the stream would have ended by itself (a generous bound: the agent stops at
+    # once in practice).
+    assert ended - cancelled_at[0] < len(TICKS) * TICK_DELAY / 2, "it streamed on after cancel"
     time.sleep(0.5)  # a second cancel would have been written by now
     assert sent_methods(run, "session/cancel", 1) == [
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
