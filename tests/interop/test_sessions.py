@@ -112,6 +112,12 @@ def fields_of(update: Any) -> dict[str, Any] | None:
     return {key: item for key, item in value.items() if key != "sessionUpdate"}
 
 
+def session_capabilities(client: acp.Client) -> dict[str, Any]:
+    """`agentCapabilities.sessionCapabilities` as the agent sent it ({} when absent)."""
+    capabilities = client.initialize.raw.get("agentCapabilities") or {}
+    return capabilities.get("sessionCapabilities") or {}
+
+
 def main_request_with(harness: Harness, text: str) -> Any:
     """The agent's latest real model turn whose conversation holds `text`."""
     assert harness.server is not None
@@ -209,9 +215,7 @@ def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
     assert second.closed and client.sessions == (first,)
     with pytest.raises(KeyError):
         client.session(second.session_id)
-    advertised = (client.initialize.agent_capabilities.get("sessionCapabilities") or {}).get(
-        "close"
-    )
+    advertised = session_capabilities(client).get("close")
     closes = sent_methods(run, "session/close", 0 if advertised is None else 1)
     if advertised is not None:
         assert closes == [
@@ -654,7 +658,7 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     assert loaded.modes.available
 
     # An agent that lists sessions lists this one.
-    if "list" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {}):
+    if "list" in session_capabilities(client):
         listed = client.list_sessions(harness.cwd)
         assert sid in [listed_id(info) for info in listed]
 
@@ -665,7 +669,7 @@ def test_load_session_created_earlier_replays_before_returning(harness: Harness)
     assert "gamma7" in main_request_with(harness, "delta8").text()
 
     # An agent that deletes sessions deletes it; the open handle is then closed locally.
-    if "delete" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {}):
+    if "delete" in session_capabilities(client):
         client.delete_session(sid)
         assert loaded.closed and client.sessions == ()
         assert sent_methods(run, "session/delete", 1) == [
@@ -698,7 +702,7 @@ def test_resume_session_created_earlier(harness: Harness) -> None:
     sid = persisted_session(harness, "iota5")
     run = harness.start(tap=True, new_session=False)
     client = run.client
-    assert "resume" in (client.initialize.agent_capabilities.get("sessionCapabilities") or {})
+    assert "resume" in session_capabilities(client)
     resumed = client.resume_session(sid)
     assert resumed.session_id == sid and client.default_session is resumed
     assert sent_methods(run, "session/resume", 1) == [
