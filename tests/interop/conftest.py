@@ -115,8 +115,9 @@ class Harness:
         policy: acp.PermissionPolicy | None = None,
         limits: acp.TransferLimits = LIMITS,
         observer: Any = None,
+        new_session: bool = True,
     ) -> Run:
-        """Constructs the client (the agent starts) and calls `start()`."""
+        """Constructs the client (the agent starts) and calls `start(new_session=...)`."""
         number = len(self.runs)
         start = launch(self.spec, self.root, self.server)
         wire_in = wire_out = None
@@ -138,7 +139,7 @@ class Harness:
         )
         run = Run(client, journal, start, wire_in, wire_out)
         self.runs.append(run)
-        client.start()
+        client.start(new_session=new_session)
         return run
 
     def close(self) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -43,6 +44,13 @@ HELLO = ("Hello", " from the fake", " model.")
 AFTER_TOOL = ("Tool result ", "received.")
 TICKS = tuple(f"tick {n}. " for n in range(40))
 TICK_DELAY = 0.3
+#: "codeword X" in a prompt makes the fake model answer `codeword_reply(X)`, so that the replies
+#: of several sessions (and of a loaded one) tell apart which prompt they answer.
+CODEWORD = re.compile(r"codeword ([a-z0-9]+)")
+
+
+def codeword_reply(word: str) -> tuple[str, ...]:
+    return ("Codeword ", word, " received.")
 
 
 def agents_root() -> Path:
@@ -203,12 +211,18 @@ MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not N
 
 def plan_for(spec: AgentSpec, cwd: Path) -> Callable[[ModelRequest], Reply]:
     """The fake model's script for `spec`: "write hello.txt" makes it call the agent's file tool
-    once; "slow" streams ticks slowly; anything else gets HELLO."""
+    once; "slow" streams ticks slowly; "codeword X" in the latest user turn gets
+    `codeword_reply(X)` (before the others); anything else gets HELLO."""
 
     def plan(request: ModelRequest) -> Reply:
+        latest = _latest_user_text(request)
+        # First, so that a later prompt of a conversation that held a tool call or a cancelled
+        # turn (claude-code-acp sends the interrupted prompt again with the next) gets it.
+        word = CODEWORD.search(latest)
+        if word is not None:
+            return Reply(codeword_reply(word.group(1)))
         if request.has_tool_result():
             return Reply(AFTER_TOOL)
-        latest = _latest_user_text(request)
         if "write hello.txt" in latest and spec.tool is not None:
             return Reply(("I'll write the file.",), spec.tool(cwd))
         if "slow" in latest:
