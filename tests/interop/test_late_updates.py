@@ -1,7 +1,8 @@
 """A client defect found with claude-agent-acp (see test_sessions.py, the cancel and timeout
 tests), reproduced with a scripted agent so that it shows on every run: a chunk the agent wrote
 after a turn's answer, and which was waiting in the pipe before the next `session/prompt` was
-written, is counted into that next turn's reply. sessions.md §4: a turn's updates are those
+written, was counted into that next turn's reply. Fixed: every call first handles what the agent
+sent since the last one. sessions.md §4: a turn's updates are those
 that arrive after its `session/prompt` is written and before its response. Needs no network and
 no Node."""
 
@@ -11,18 +12,12 @@ import sys
 import time
 
 import acp_fast as acp
-import pytest
 
 from .support import HERE, LIMITS, Journal, wait_for
 
 LATE_CHUNK_AGENT = HERE / "agents" / "late_chunk_agent.py"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: updates already waiting when a turn's session/prompt is written are "
-    "taken as that turn's (the driver writes the prompt before handling what is buffered)",
-)
 def test_a_chunk_sent_after_an_answer_is_not_part_of_the_next_turn() -> None:
     journal = Journal()
     client = acp.Client(
