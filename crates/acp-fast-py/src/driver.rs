@@ -154,7 +154,7 @@ impl<'py, 'c> Run<'py, 'c> {
         until: Option<Instant>,
     ) -> Result<Option<Outcome>, CallError> {
         loop {
-            self.check_stops(driven)?;
+            self.check_stops()?;
             self.take_cancels(&mut driven.conn);
             self.flush(driven)?;
             // Only turns with a timeout have deadlines; most lines read no clock.
@@ -330,20 +330,18 @@ impl<'py, 'c> Run<'py, 'c> {
 
     /// Per line, not per read: a stop requested from another thread is seen before the next
     /// line is handled, whatever is still buffered.
-    fn check_stops(&self, driven: &mut Driven) -> Result<(), CallError> {
+    fn check_stops(&self) -> Result<(), CallError> {
         let flags = &self.shared.flags;
         if flags.closed.load(Ordering::SeqCst) {
-            return Err(AcpError::protocol(format!(
-                "close() from another thread stopped the agent while waiting for {}",
-                waiting(driven)
-            ))
+            return Err(AcpError::protocol(
+                "close() from another thread stopped the agent while waiting for the agent's answer",
+            )
             .into());
         }
         if flags.cancel_requested.load(Ordering::SeqCst) {
-            return Err(AcpError::protocol(format!(
-                "request_cancel() stopped the agent while waiting for {}",
-                waiting(driven)
-            ))
+            return Err(AcpError::protocol(
+                "request_cancel() stopped the agent while waiting for the agent's answer",
+            )
             .into());
         }
         Ok(())
@@ -454,8 +452,7 @@ impl<'py, 'c> Run<'py, 'c> {
                         e.to_string()
                     };
                     return Err(AcpError::AgentTransportFailed(format!(
-                        "could not send {} to the agent: {text}",
-                        waiting_what(driven)
+                        "could not send a message to the agent: {text}"
                     ))
                     .into());
                 }
@@ -536,18 +533,8 @@ impl<'py, 'c> Run<'py, 'c> {
             self.shared.flags.interrupted.store(true, Ordering::SeqCst);
             return Err(self.stop(driven, "a signal handler", error));
         }
-        self.check_stops(driven)
+        self.check_stops()
     }
-}
-
-fn waiting(driven: &Driven) -> String {
-    let _ = driven;
-    "the agent's answer".into()
-}
-
-fn waiting_what(driven: &Driven) -> &'static str {
-    let _ = driven;
-    "a message"
 }
 
 /// The permission record as the tuple `_client._permission_request` reads.

@@ -33,7 +33,7 @@ use crate::error::{excerpt, AcpError, ProtocolError};
 use crate::limits::Config;
 use crate::permission::{Ask, PermissionRecord, Selection};
 use crate::reader::{self, Poll, Storage};
-use crate::results::{self, InitializeInfo, ModelsInfo, ModesInfo};
+use crate::results::{self, InitializeInfo};
 use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
 use crate::update::{UpdateEvent, UpdateKind};
 use crate::wire::{self, Envelope, WireError};
@@ -378,9 +378,6 @@ impl Connection {
     pub fn session_ids(&self) -> impl Iterator<Item = &str> {
         self.core.sessions.iter().map(|s| s.id.as_str())
     }
-    pub fn session_models(&self, session_id: &str) -> Option<ModelsInfo> {
-        self.core.session(session_id).map(SessionEntry::models)
-    }
 }
 
 impl Core {
@@ -559,7 +556,3 @@ pub(crate) fn raw_block_type(raw: &str) -> Option<String> {
     let value: Value = serde_json::from_str(raw).ok()?;
     value.get("type")?.as_str().map(str::to_owned)
 }
-
-// Session state a host reads; re-exported for the drivers.
-pub use crate::results::NamedEntry;
-pub type Modes = ModesInfo;
