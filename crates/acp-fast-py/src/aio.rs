@@ -48,8 +48,8 @@ pub(crate) struct AsyncState {
     pending: BTreeMap<CallId, Prepared>,
     /// The reply of each session's running turn.
     replies: HashMap<String, ReplyBuilder>,
-    /// Permission requests waiting on an awaitable, by token.
-    deferred: BTreeMap<u64, AskId>,
+    /// Permission requests waiting on an awaitable, by token, with their session.
+    deferred: BTreeMap<u64, (AskId, String)>,
     /// Deferred requests already reported as cancelled.
     told: HashSet<u64>,
     next_token: u64,
@@ -296,7 +296,7 @@ impl CoreClient {
             .poll_timeout()
             .map(|deadline| deadline.saturating_sub(now) as f64 / 1000.0);
         if let Some(aio) = driven.aio.as_mut() {
-            for (token, ask) in &aio.deferred {
+            for (token, (ask, _)) in &aio.deferred {
                 if !aio.told.contains(token) && conn.ask_cancelled(*ask) {
                     aio.told.insert(*token);
                     report.cancelled.push(*token);
@@ -432,7 +432,8 @@ impl CoreClient {
                             let aio = driven.aio.as_mut().expect("attached");
                             let token = aio.next_token;
                             aio.next_token += 1;
-                            aio.deferred.insert(token, ask);
+                            aio.deferred
+                                .insert(token, (ask, preview.session_id.clone()));
                             report.asks.push((token, awaitable));
                             false
                         }
@@ -455,12 +456,15 @@ impl CoreClient {
     }
 
     /// Decides a permission request whose awaitable resolved (`reply` None: abstained, or
-    /// cancelled), records it, and queues its answer.
+    /// cancelled), records it, and queues its answer. `error`: the awaitable raised (or gave
+    /// something that is not a reply), which stops the client as a raising callback does.
+    #[pyo3(signature = (token, reply, error=None))]
     fn aio_decide(
         &self,
         py: Python<'_>,
         token: u64,
         reply: Option<(String, String, String)>,
+        error: Option<Bound<'_, PyAny>>,
     ) -> ReportTuple {
         let mut guard = self.aio_guard();
         let driven = &mut *guard;
@@ -470,8 +474,12 @@ impl CoreClient {
             aio.told.remove(&token);
             aio.deferred.remove(&token)
         });
-        if let Some(ask) = ask {
-            if driven.conn.stopped().is_none() {
+        if let Some((ask, session)) = ask {
+            if let Some(error) = error.filter(|_| driven.conn.stopped().is_none()) {
+                run.failed_session = Some(session);
+                let error = run.callback_failed(driven, "on_permission", PyErr::from_value(error));
+                self.aio_error(py, &run, driven, error, &mut report);
+            } else if driven.conn.stopped().is_none() {
                 run.take_cancels(&mut driven.conn);
                 let reply = reply.map(|(outcome, option_id, option_kind)| Selection {
                     outcome,
@@ -500,6 +508,13 @@ impl CoreClient {
             }
         }
         self.finish_step(&mut run, driven, Report::default())
+    }
+
+    /// Sets (or clears) the callback that runs after `on_update` for updates routed to an open
+    /// session: the fold and the `updates()` queues. Cleared when nobody needs it, so the
+    /// undecoded path makes no extra Python call.
+    fn aio_set_fold(&self, fold: Option<Py<PyAny>>) {
+        self.aio_guard().callbacks.fold = fold;
     }
 
     /// Writes what waits for the agent's stdin (it became writable).

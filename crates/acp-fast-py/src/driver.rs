@@ -365,6 +365,16 @@ impl<'py, 'c> Run<'py, 'c> {
         Ok(())
     }
 
+    /// A callback that ran outside the loop (an awaited `on_permission`) raised: stop.
+    pub fn callback_failed(
+        &self,
+        driven: &mut Driven,
+        callback: &'static str,
+        error: PyErr,
+    ) -> CallError {
+        self.fail(driven, Fail::Callback(callback, error))
+    }
+
     /// Stops the client after a callback failed (or the observer lacks one).
     fn fail(&self, driven: &mut Driven, fail: Fail) -> CallError {
         match fail {
