@@ -650,6 +650,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
 
     def _closed_on_loop(self) -> None:
         self._detach()
+        self._live.close()  # releases the fds if the other thread could not (a step ran)
         self._fail_pending()
 
     def _detach(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import acp_fast as acp
 from conftest import (
     TEST_CLIENT_INFO,
+    client_class,
     TEST_TRANSFER_LIMITS,
     Journal,
     agent,
@@ -118,8 +119,9 @@ def thread_count() -> int:
 class Watch:
     """Owns a test's clients; remembers every process of their agents' families."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, driver: str = "blocking") -> None:
         self.tmp_path = tmp_path
+        self.driver = driver
         self.journal = Journal()
         self.clients: list[acp.Client] = []
         self.agents: list[int] = []
@@ -141,7 +143,7 @@ class Watch:
             "observer": self.journal,
         }
         options.update(overrides)
-        client = acp.Client(command, **options)
+        client = client_class(self.driver)(command, **options)
         self.clients.append(client)
         pid = client.pid
         assert pid is not None

@@ -511,6 +511,7 @@ impl CoreClient {
         self.stop_agent(py, true);
         if let Ok(mut driven) = self.call.try_lock() {
             driven.pipes = None;
+            driven.aio = None; // its pidfd too
             *lock(&self.shared.waker) = None;
             driven.conn.close_reader();
             self.publish(&driven);
