@@ -10,6 +10,7 @@ the loop must arrange next (a write watch, another step, a timer). No thread is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import weakref
@@ -22,7 +23,7 @@ from ._client import _ClientBase, _connect_failure, content_tuple, mcp_tuple
 from ._core import Update
 from ._errors import AgentProtocolError
 from ._session import _decode_list, _SessionBase, content_tuples
-from ._types import PermissionReply, PromptResult, Text, TurnResult
+from ._types import PermissionReply, PromptResult, ReaderStatus, Text, TurnResult
 
 # The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
 _MORE, _WRITE, _PAUSED, _ENDED, _STOPPED = 1, 2, 4, 8, 16
@@ -696,6 +697,14 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self.close()
 
     # --- state ---------------------------------------------------------------------------
+
+    def reader_status(self) -> ReaderStatus:
+        """As `Client.reader_status`; the phase is "paused" while a full `updates()` queue
+        holds the reader back."""
+        status = super().reader_status()
+        if self._paused and not status.terminal:
+            return dataclasses.replace(status, phase="paused")
+        return status
 
     @property
     def default_session(self) -> AsyncSession | None:

@@ -123,6 +123,8 @@ pub(crate) struct Run<'py, 'c> {
     pub delivered: u64,
     /// The session of the message whose callback stopped the client, if it had one.
     pub failed_session: Option<String>,
+    /// Driven by an asyncio loop.
+    asynchronous: bool,
 }
 
 impl<'py, 'c> Run<'py, 'c> {
@@ -135,6 +137,7 @@ impl<'py, 'c> Run<'py, 'c> {
             session_cache: None,
             delivered: 0,
             failed_session: None,
+            asynchronous: client.shared.asynchronous.load(Ordering::Relaxed),
         }
     }
 
@@ -356,13 +359,39 @@ impl<'py, 'c> Run<'py, 'c> {
             return Err(self.fail(driven, Fail::Missing(error)));
         };
         let record = record_tuple(self.py, &decided.record)?;
-        if let Err(error) = commit.bind(self.py).call1((record,)) {
+        let committed = commit
+            .bind(self.py)
+            .call1((record,))
+            .map_err(|error| Fail::Callback("on_permission_commit", error))
+            .and_then(|answer| self.not_awaitable("on_permission_commit", &answer));
+        if let Err(fail) = committed {
             // Dropping `decided` writes nothing: the decision was not recorded.
-            return Err(self.fail(driven, Fail::Callback("on_permission_commit", error)));
+            return Err(self.fail(driven, fail));
         }
         self.failed_session = None;
         driven.conn.send(decided);
         Ok(())
+    }
+
+    /// Under asyncio, `on_update` and `on_permission_commit` must finish before the next line
+    /// is handled, so an awaitable from them is a mistake that would silently drop its work.
+    fn not_awaitable(
+        &self,
+        callback: &'static str,
+        answer: &Bound<'py, PyAny>,
+    ) -> Result<(), Fail> {
+        if answer.is_none() || !self.asynchronous || !answer.hasattr("__await__").unwrap_or(false) {
+            return Ok(());
+        }
+        if let Ok(close) = answer.getattr("close") {
+            let _ = close.call0(); // a coroutine never awaited: no "never awaited" warning
+        }
+        Err(Fail::Callback(
+            callback,
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "{callback} must not return an awaitable under AsyncClient (it runs on the loop before the next line is handled; only on_permission may be awaited)"
+            )),
+        ))
     }
 
     /// A callback that ran outside the loop (an awaited `on_permission`) raised: stop.
@@ -480,8 +509,9 @@ impl<'py, 'c> Run<'py, 'c> {
                 .map(|v| PyString::new(py, v).unbind()),
         };
         let object = Bound::new(py, object).map_err(Fail::py)?;
-        if let Err(error) = callback.bind(py).call1((&object,)) {
-            return Err(Fail::Callback("on_update", error));
+        match callback.bind(py).call1((&object,)) {
+            Err(error) => return Err(Fail::Callback("on_update", error)),
+            Ok(answer) => self.not_awaitable("on_update", &answer)?,
         }
         Ok(object)
     }
