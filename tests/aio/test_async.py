@@ -412,7 +412,7 @@ def test_slow_consumer_of_a_flood_keeps_memory_bounded_and_loses_nothing(
     assert got == count
     assert sequences == sorted(sequences)
     assert "paused" in phases  # the reader waited for the consumer
-    # The queue holds at most 4 × 256 updates; the pipe and the reader's buffer the rest.
+    # The queue holds at most 4 x 256 updates; the pipe and the reader's buffer the rest.
     assert peak - before < 40 << 20, f"RSS grew by {(peak - before) >> 20} MiB"
 
 
@@ -436,7 +436,7 @@ def test_a_coroutine_from_another_thread_raises(make_async: MakeAsync) -> None:
         def other() -> None:
             try:
                 asyncio.run(client.prompt("stream 1"))
-            except BaseException as error:  # noqa: BLE001 - the test inspects it
+            except BaseException as error:
                 errors.append(error)
 
         thread = threading.Thread(target=other)

@@ -27,10 +27,10 @@ from typing import Any
 import acp_fast as acp
 from conftest import (
     TEST_CLIENT_INFO,
-    client_class,
     TEST_TRANSFER_LIMITS,
     Journal,
     agent,
+    client_class,
     is_dead,
     read_lines,
     sq,
