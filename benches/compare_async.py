@@ -202,9 +202,11 @@ def case_many(agents: int, updates: int, rounds: int) -> dict[str, dict[str, flo
             figures = run_child(mode, agents, updates)
             results[mode].append(figures)
             finished = figures["finished"]
+            rate = fmt_rate(figures["total"] / figures["wall"])
+            spread = max(finished) / min(finished)
             progress(
-                f"(h) round {number}/{rounds} {mode}: {fmt_rate(figures['total'] / figures['wall'])}"
-                f" updates/s, slowest/fastest {max(finished) / min(finished):.2f}"
+                f"(h) round {number}/{rounds} {mode}: {rate} updates/s, "
+                f"slowest/fastest {spread:.2f}"
             )
     summary: dict[str, dict[str, float]] = {}
     for mode, runs in results.items():
@@ -251,7 +253,9 @@ def case_batches(updates: int, rounds: int) -> tuple[float, float]:
         rate, batches = asyncio.run(_batches(updates))
         rates.append(rate)
         per_second.append(batches)
-        progress(f"(i) round {number}/{rounds}: {fmt_rate(rate)} updates/s, {batches:.0f} batches/s")
+        progress(
+            f"(i) round {number}/{rounds}: {fmt_rate(rate)} updates/s, {batches:.0f} batches/s"
+        )
     return statistics.median(rates), statistics.median(per_second)
 
 
