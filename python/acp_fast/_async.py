@@ -290,7 +290,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._apply(self._live.aio_pump(_BUDGET))
 
     def _on_wake(self) -> None:
-        self._apply(self._live.aio_pump(_BUDGET, woken=True))
+        # While paused only the cancels, stops and timers are handled (budget 0).
+        self._apply(self._live.aio_pump(0 if self._paused else _BUDGET, woken=True))
 
     def _on_exit(self) -> None:
         loop = self._loop
@@ -303,7 +304,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._apply(self._live.aio_pump(_BUDGET))
+        self._apply(self._live.aio_pump(0 if self._paused else _BUDGET))
 
     def _step(self) -> None:
         self._step_soon = False
@@ -338,6 +339,11 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 pending.cancel()
         loop = self._loop
         if loop is None or loop.is_closed():
+            return
+        if flags & _ENDED and self._live.closed:
+            # close() from a callback inside a step could not release the pipes then.
+            self._detach()
+            self._live.close()
             return
         stdout, stdin, _waker, _exit = self._fds
         if flags & _WRITE:

@@ -557,3 +557,27 @@ def test_uvloop_runs_the_client(make_async: MakeAsync) -> None:
 
     assert uvloop.run(main()) == "".join(f"c{i} " for i in range(50))
     assert journal.sequences == list(range(1, 51))
+
+
+def test_close_from_inside_a_callback_releases_everything(make_async: MakeAsync) -> None:
+    holder: list[acp.AsyncClient] = []
+
+    class Observer(Journal):
+        def on_update(self, update: Any) -> None:
+            super().on_update(update)
+            if update.update_sequence == 3:
+                holder[0].close()
+
+    client, _ = make_async(observer=Observer())
+    holder.append(client)
+    fds_before = set(os.listdir("/proc/self/fd"))
+
+    async def main() -> None:
+        await client.start()
+        assert client.default_session is not None
+        with pytest.raises(acp.AgentProtocolError, match="close"):
+            await client.default_session.prompt("stream 10")
+
+    run(main())
+    assert client.pid is None
+    assert wait_for(lambda: set(os.listdir("/proc/self/fd")) <= fds_before, 2)
