@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _spawn_args
-from ._client import _ClientBase, _connect_failure, content_tuple, mcp_tuple
+from ._client import _ClientBase, _connect_failure, content_tuple
 from ._core import Update
 from ._errors import AgentProtocolError
 from ._session import _decode_list, _SessionBase, content_tuples
@@ -531,9 +531,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
     ) -> AsyncSession:
         """Opens a session (`session/new`); the first one opened becomes the default."""
         self._bind()
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         begun = self._live.aio_begin_new_session(path, servers, list(directories))
         session_id = await self._call(begun)
         return self._opened(session_id, path, directories)
@@ -569,9 +567,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
         resume: bool,
     ) -> AsyncSession:
         self._bind()
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         begun = self._live.aio_begin_load_session(
             session_id, path, servers, list(directories), resume
         )
@@ -599,11 +595,6 @@ class AsyncClient(_ClientBase[AsyncSession]):
     async def logout(self) -> None:
         self._bind()
         await self._call(self._live.aio_begin_logout())
-
-    def _default_session(self) -> AsyncSession:
-        if self._default is None or self._default.closed:
-            raise AgentProtocolError("no session is open: call start() before sending a prompt")
-        return self._default
 
     async def prompt(self, text: str, *, timeout: float | None = None) -> str:
         """Sends one text prompt to the default session and returns the reply text."""
@@ -711,28 +702,6 @@ class AsyncClient(_ClientBase[AsyncSession]):
         if self._paused and not status.terminal:
             return dataclasses.replace(status, phase="paused")
         return status
-
-    @property
-    def default_session(self) -> AsyncSession | None:
-        return self._default
-
-    @property
-    def sessions(self) -> tuple[AsyncSession, ...]:
-        """Open sessions, in opening order."""
-        return tuple(s for s in self._sessions.values() if not s.closed)
-
-    def session(self, session_id: str) -> AsyncSession:
-        session = self._sessions.get(session_id)
-        if session is None or session.closed:
-            raise KeyError(session_id)
-        return session
-
-    def __repr__(self) -> str:
-        core = self._core
-        if core is None:
-            return "<acp_fast.AsyncClient (not constructed)>"
-        state = "closed" if core.closed else f"pid={core.pid}"
-        return f"<acp_fast.AsyncClient {state} session_id={self.session_id!r}>"
 
 
 def _loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

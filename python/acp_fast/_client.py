@@ -451,6 +451,45 @@ class _ClientBase(Generic[_S]):
     def next_update_sequence(self) -> int:
         return self._live.next_update_sequence
 
+    @property
+    def default_session(self) -> _S | None:
+        return self._default
+
+    @property
+    def sessions(self) -> tuple[_S, ...]:
+        """Open sessions, in opening order."""
+        return tuple(s for s in self._sessions.values() if not s.closed)
+
+    def session(self, session_id: str) -> _S:
+        session = self._sessions.get(session_id)
+        if session is None or session.closed:
+            raise KeyError(session_id)
+        return session
+
+    def _default_session(self) -> _S:
+        if self._default is None or self._default.closed:
+            raise AgentProtocolError("no session is open: call start() before sending a prompt")
+        return self._default
+
+    def _session_args(
+        self,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        additional_directories: Iterable[str],
+    ) -> tuple[str, list[tuple[Any, ...]] | None, tuple[str, ...]]:
+        """A session call's directory, MCP servers (None: the client's) and extra directories."""
+        path = self._session_cwd(cwd)
+        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        return path, servers, tuple(os.fspath(d) for d in additional_directories)
+
+    def __repr__(self) -> str:
+        core = self._core
+        name = type(self).__name__
+        if core is None:
+            return f"<acp_fast.{name} (not constructed)>"
+        state = "closed" if core.closed else f"pid={core.pid}"
+        return f"<acp_fast.{name} {state} session_id={self.session_id!r}>"
+
 
 class Client(_ClientBase[Session]):
     """One agent process: one ``initialize``, any number of sessions.
@@ -501,9 +540,7 @@ class Client(_ClientBase[Session]):
         additional_directories: Iterable[str] = (),
     ) -> Session:
         """Opens a session (`session/new`); the first one opened becomes the default."""
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         session_id = self._live.new_session(path, servers, list(directories))
         return self._opened(session_id, path, directories)
 
@@ -539,9 +576,7 @@ class Client(_ClientBase[Session]):
         *,
         resume: bool,
     ) -> Session:
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         self._live.load_session(session_id, path, servers, list(directories), resume)
         return self._opened(session_id, path, directories)
 
@@ -568,11 +603,6 @@ class Client(_ClientBase[Session]):
         """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
         (0: only what is already readable); returns the number of updates delivered."""
         return self._live.drain(timeout)
-
-    def _default_session(self) -> Session:
-        if self._default is None or self._default.closed:
-            raise AgentProtocolError("no session is open: call start() before sending a prompt")
-        return self._default
 
     def prompt(self, text: str, *, timeout: float | None = None) -> str:
         """Sends one text prompt to the default session and returns the reply text."""
@@ -618,24 +648,3 @@ class Client(_ClientBase[Session]):
 
     # --- state ---------------------------------------------------------------------------
 
-    @property
-    def default_session(self) -> Session | None:
-        return self._default
-
-    @property
-    def sessions(self) -> tuple[Session, ...]:
-        """Open sessions, in opening order."""
-        return tuple(s for s in self._sessions.values() if not s.closed)
-
-    def session(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None or session.closed:
-            raise KeyError(session_id)
-        return session
-
-    def __repr__(self) -> str:
-        core = self._core
-        if core is None:
-            return "<acp_fast.Client (not constructed)>"
-        state = "closed" if core.closed else f"pid={core.pid}"
-        return f"<acp_fast.Client {state} session_id={self.session_id!r}>"
