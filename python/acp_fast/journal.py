@@ -46,6 +46,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
+from . import _core
 from ._errors import AcpError
 from ._types import PermissionOption, PermissionRequest
 
@@ -431,44 +432,19 @@ _FLUSHER = _Flusher()
 def _new_flusher() -> None:
     global _FLUSHER
     _FLUSHER = _Flusher()  # a forked child has no flusher thread and writes no parent journal
+    for writer in list(_WRITERS):
+        writer.forked()
 
 
 os.register_at_fork(after_in_child=_new_flusher)
 
 
-class _JsonlState(_State):
-    def __init__(self, path: str, fd: int, sync: bool) -> None:
-        super().__init__(path)
-        self.fd = fd
-        self.sync = sync
-        self.size = 0  # bytes of whole records on disk: a failed write is cut back to it
-
-    def _store(self, batch: list[Any]) -> None:
-        data = "".join(batch).encode("utf-8", "surrogatepass")
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
-            if self.sync:
-                os.fdatasync(self.fd)
-        except OSError as exc:
-            # No torn record and no gap: cut the partial write off, and refuse further records.
-            self.failed = exc.strerror or str(exc)
-            try:
-                os.ftruncate(self.fd, self.size)
-            except OSError:
-                pass
-            raise JournalError(self.path, f"cannot write: {self.failed}") from exc
-        self.size += len(data)
-
-    def _release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 class JsonlJournal(_Journal):
-    """A journal in one JSONL file: a header line, then one record a line (see the module)."""
+    """A journal in one JSONL file: a header line, then one record a line (see the module).
+
+    Records are formatted and written by the core's `JournalWriter` (Rust): with fsync "batch"
+    or "never" a thread of its own writes each batch, so the reader pays neither the write nor
+    the sync."""
 
     def __init__(
         self,
@@ -481,53 +457,30 @@ class JsonlJournal(_Journal):
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
-        self.last_transport_epoch = 0
         fd = _open_jsonl(self.path, self.fsync != "never")
-        self._state = _JsonlState(self.path, fd, self.fsync != "never")
         try:
-            self.last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
-            self._state.size = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
+            last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
+            self._writer = _core.JournalWriter(
+                self.path,
+                fd,
+                self.fsync,
+                os.fstat(fd).st_size,
+                last_record,
+                self.last_transport_epoch,
+                getattr(observer, "on_update", None),
+            )
+        finally:
+            os.close(fd)  # the writer keeps a duplicate
         self._epoch = self.last_transport_epoch
-        self._finalizer = weakref.finalize(self, _JsonlState.close, self._state)
-        if self.fsync != "every":
-            _FLUSHER.add(self._state)
-        self._pending = self._state.pending
-        self._chars = 0
-        self._deadline = 0
-        self._session = ""
-        self._session_json = '""'
-        self._bind(self._update_every if self.fsync == "every" else self._update_batched)
+        _WRITERS.add(self._writer)
+        self._finalizer = weakref.finalize(self, self._writer.close)
+        # The hot path: the writer records the update, then calls the wrapped observer's.
+        self.on_update = self._writer.update
 
-    # The hot path: one formatted string per update, no JSON encoding of the envelope.
-    def _update_batched(self, update: Update) -> None:
-        now = time_ns()
-        number = self.last_record = self.last_record + 1
-        session = update.session_id
-        if session != self._session:
-            self._session = session
-            self._session_json = json.dumps(session)
-        self._last = update
-        line = (
-            f'{{"n":{number},"k":"update","e":{update.transport_epoch},'
-            f'"s":{update.update_sequence},"t":{now},"i":{self._session_json},'
-            f'"m":{update.envelope}}}\n'
-        )
-        self._pending.append(line)
-        self._chars += len(line)
-        if self._chars >= BATCH_CHARS or now >= self._deadline:
-            self._write()
-
-    def _update_every(self, update: Update) -> None:
-        self._update_batched(update)
-        self._write()
-
-    def _write(self) -> None:
-        self._chars = 0
-        self._state.flush()
-        self._deadline = time_ns() + BATCH_NS
+    @property
+    def last_record(self) -> int:  # type: ignore[override]
+        """The number of the last record written (records are numbered from 1)."""
+        return self._writer.last_record
 
     def _other(
         self,
@@ -537,29 +490,26 @@ class JsonlJournal(_Journal):
         fields: dict[str, Any] | None,
         is_json: bool = True,
     ) -> None:
-        number = self.last_record = self.last_record + 1
-        head = (
-            f'{{"n":{number},"k":"{kind.value}","e":{self._record_epoch()},"s":0,'
-            f'"t":{time_ns()},'
-            f'"i":{json.dumps(session_id)}'
-        )
+        rest = f'"i":{json.dumps(session_id)}'
         if fields is not None:
-            head += ',"p":' + json.dumps(fields, separators=(",", ":"))
+            rest += ',"p":' + json.dumps(fields, separators=(",", ":"))
         if is_json and envelope and "\n" not in envelope:
-            line = f'{head},"m":{envelope}}}\n'
+            rest += f',"m":{envelope}}}'
         else:  # not JSON (or empty): kept as a string instead
-            line = f'{head},"x":{json.dumps(envelope)}}}\n'
-        self._pending.append(line)
-        self._write()
+            rest += f',"x":{json.dumps(envelope)}}}'
+        self._writer.other(kind.value, self.transport_epoch, rest.encode("utf-8", "surrogatepass"))
 
     def flush(self) -> None:
         """Write (and, unless fsync is "never", sync) every pending record now."""
-        if not self._state.closed:
-            self._write()
+        self._writer.flush()
 
     def close(self) -> None:
         """Write the pending records and close the file. Idempotent."""
         self._finalizer()
+
+
+#: Every live JSONL writer, told in a child made by fork() that its records are the parent's.
+_WRITERS: weakref.WeakSet[_core.JournalWriter] = weakref.WeakSet()
 
 
 def _open_jsonl(path: str, sync: bool) -> int:

@@ -6,6 +6,7 @@
 //! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
+//! - `journal`: `JournalWriter`, the JSONL journal's record formatting and batched writing.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
 mod calls;
@@ -13,6 +14,7 @@ mod client;
 mod driver;
 mod errors;
 mod guard;
+mod journal;
 mod options;
 mod reply;
 mod update;
@@ -23,6 +25,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
+    m.add_class::<journal::JournalWriter>()?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.
