@@ -9,9 +9,11 @@ Every runner is `acp_fast.Client` reading the same flood agent (`benches/flood_a
 (`on_update` counts and sums the text length); a journal wraps it (`observer=counter`), so the
 journal records every update and then forwards it. The prompt is timed from sending it to its
 answer; the journal's `close()` (writing what is still buffered) is inside the timed span. The
-host's CPU time per update (`time.process_time`: the reader and the journal run on the calling
-thread; the agent is another process) is steadier than the wall rate on a shared machine; the
-journal's share is its difference from no journal. Bytes per update: the JSONL file, or the
+host's CPU time per update is steadier than the wall rate on a shared machine, given two ways:
+the whole process (`time.process_time`: the reader, the journal's work on the reader's thread
+and the JSONL journal's batch thread; the agent is another process) and the reader's thread
+alone (`time.thread_time`: what the journal adds to the reader). The journal's share is the
+difference from no journal. Bytes per update: the JSONL file, or the
 SQLite database after a checkpoint, divided by the updates (the handshake's and the prompt's
 six wire lines included).
 fsync="every" syncs each update, so it runs 1,000 updates (its rate is per update).
@@ -41,9 +43,10 @@ EVERY_UPDATES = 1000
 
 def run_one(
     updates: int, directory: Path, kind: str | None, fsync: journal.Fsync
-) -> tuple[float, float, int]:
-    """One timed prompt: wall seconds, the host's CPU seconds (reader and journal: the same
-    thread; the agent is another process), and the journal's bytes (0 without one)."""
+) -> tuple[float, float, float, int]:
+    """One timed prompt: wall seconds, the host's CPU seconds (every thread: the reader and
+    the journal's own; the agent is another process), the reader thread's CPU seconds (the
+    reader and the journal's work on its thread), and the journal's bytes (0 without one)."""
     counter = compare.FastCounter()
     path = directory / f"bench-{kind}-{fsync}"
     for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -57,9 +60,11 @@ def run_one(
         client.start()
         started = time.perf_counter()
         cpu = time.process_time()
+        thread = time.thread_time()
         result = client.prompt_detailed("go")
         if recording is not None:
             recording.close()
+        thread = time.thread_time() - thread
         cpu = time.process_time() - cpu
         seconds = time.perf_counter() - started
     compare.check(result.stop_reason == "end_turn", f"stop reason {result.stop_reason}")
@@ -75,7 +80,7 @@ def run_one(
             size = os.path.getsize(path) - len(journal.JSONL_HEADER)
         for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             leftover.unlink(missing_ok=True)
-    return seconds, cpu, size
+    return seconds, cpu, thread, size
 
 
 def _sqlite_size(path: Path) -> int:
@@ -110,32 +115,38 @@ def main(argv: list[str] | None = None) -> int:
         compare.fast_stream(["--updates", "1000"])  # warm up
         rates: dict[str, list[float]] = {name: [] for name in runners}
         cpus: dict[str, list[float]] = {name: [] for name in runners}
+        threads: dict[str, list[float]] = {name: [] for name in runners}
         sizes: dict[str, int] = {}
         for number in range(1, rounds + 1):
             shown = []
             for name, (kind, fsync, count) in runners.items():
-                seconds, cpu, size = run_one(count, directory, kind, fsync)
+                seconds, cpu, thread, size = run_one(count, directory, kind, fsync)
                 rates[name].append(count / seconds)
                 cpus[name].append(cpu / count * 1e6)
+                threads[name].append(thread / count * 1e6)
                 sizes[name] = size // count
                 shown.append(f"{name} {rates[name][-1]:,.0f}")
             compare.progress(f"round {number}/{rounds}: " + ", ".join(shown) + " updates/s")
     base = statistics.median(rates["no journal"])
     base_cpu = statistics.median(cpus["no journal"])
+    base_thread = statistics.median(threads["no journal"])
     lines = [
         "| journal | fsync | updates/s | vs no journal | host CPU µs/update | journal's share "
-        "(µs) | bytes/update |",
-        "|---|---|--:|--:|--:|--:|--:|",
+        "(µs) | reader thread µs/update | journal's share there (µs) | bytes/update |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for name, (kind, fsync, _) in runners.items():
         rate = statistics.median(rates[name])
         cpu = statistics.median(cpus[name])
+        thread = statistics.median(threads[name])
         if kind is None:
-            lines.append(f"| none | - | {rate:,.0f} | 1.00x | {cpu:.2f} | - | - |")
+            lines.append(
+                f"| none | - | {rate:,.0f} | 1.00x | {cpu:.2f} | - | {thread:.2f} | - | - |"
+            )
             continue
         lines.append(
             f"| {kind} | {fsync} | {rate:,.0f} | {rate / base:.2f}x | {cpu:.2f} | "
-            f"{cpu - base_cpu:.2f} | {sizes[name]} |"
+            f"{cpu - base_cpu:.2f} | {thread:.2f} | {thread - base_thread:.2f} | {sizes[name]} |"
         )
     print("\n".join(lines))
     print(

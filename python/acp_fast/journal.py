@@ -637,6 +637,9 @@ CREATE TABLE IF NOT EXISTS records (
 );
 """
 _INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#: An update's row: its constant columns are in the statement, since binding a parameter is
+#: most of what a row costs (8 parameters: about 3 µs a row, 6: about 2 µs).
+_INSERT_UPDATE = "INSERT INTO records VALUES (?, 'update', ?, ?, ?, ?, ?, NULL)"
 
 _Row = tuple[int, str, int, int, str, int, str, str | None]
 
@@ -651,7 +654,18 @@ class _SqliteState(_State):
         try:
             connection.execute("BEGIN")
             try:
-                connection.executemany(_INSERT, batch)
+                # Runs of update rows (6 values) and of other rows (8), in order.
+                start = 0
+                while start < len(batch):
+                    width = len(batch[start])
+                    end = start + 1
+                    while end < len(batch) and len(batch[end]) == width:
+                        end += 1
+                    statement = _INSERT_UPDATE if width == 6 else _INSERT
+                    connection.executemany(
+                        statement, batch[start:end] if start or end < len(batch) else batch
+                    )
+                    start = end
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
@@ -704,13 +718,11 @@ class SqliteJournal(_Journal):
         self._pending.append(
             (
                 number,
-                "update",
                 update.transport_epoch,
                 update.update_sequence,
                 update.session_id,
                 now,
                 envelope,
-                None,
             )
         )
         self._chars += len(envelope)
