@@ -9,13 +9,23 @@ Two kinds, told apart by content (never by file name):
   comes back byte for byte and the file stays readable with ``jq``.
 - `SqliteJournal`: the standard library's `sqlite3` in WAL mode, one row a record.
 
+A JSONL journal's records are made by the core (`_core.JournalWriter`) on the reader's thread, a
+lock and a few copies each, and written in batches by a thread of the writer's own, so an
+update costs the reader a small part of what reading it does (`benches/journal_bench.py`). A
+SQLite row costs more than reading the update (SQLite itself takes 1.2-1.7 µs to insert one,
+measured in C), and it stays on the reader's thread: the standard library's `sqlite3` binds
+values under the GIL, and a SQLite compiled into the core would be a second SQLite in the
+process, whose POSIX locks the first does not see: a `sqlite3` connection to the journal closing
+in the same process then deletes the WAL under the writer (tried: records were lost).
+
 ``fsync`` says when records reach the disk:
 
 - ``"every"``: each record is written and synced before its callback returns;
 - ``"batch"`` (default): updates are buffered and written in batches, each batch synced; a batch
   ends at 1 MiB, at any record that is not an update (a permission decision, a line sent or
   received), so decisions and turn boundaries are on disk at once, or when it has waited 50 ms
-  (one daemon thread for all journals writes it then, even when no record follows);
+  (a thread writes it then, even when no record follows: the JSONL writer's own; for SQLite
+  one daemon thread for all journals);
 - ``"never"``: batches as ``"batch"``, handed to the OS but never synced.
 
 A host killed with SIGKILL leaves a journal that opens cleanly and holds a gap-free prefix of

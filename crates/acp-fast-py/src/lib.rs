@@ -6,7 +6,8 @@
 //! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
-//! - `journal`: `JournalWriter`, the JSONL journal's record formatting and batched writing.
+//! - `journal`: `JournalWriter`, the JSONL journal's records made on the reader's thread and
+//!   written in batches by a thread of its own.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
 mod calls;
