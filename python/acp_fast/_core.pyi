@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_MESSAGE_BYTES",
     "CoreClient",
     "JournalWriter",
+    "SqliteWriter",
     "Update",
     "__version__",
     "_guard_forget",
@@ -131,6 +132,35 @@ class JournalWriter:
     ) -> JournalWriter: ...
     def update(self, update: Update) -> None: ...
     def other(self, kind: str, epoch: int | None, rest: bytes) -> None: ...
+    @property
+    def last_record(self) -> int: ...
+    @property
+    def last_epoch(self) -> int: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def forked(self) -> None: ...
+
+@final
+class SqliteWriter:
+    """The rows and batched commits of a SQLite journal (`acp_fast.journal`), through a
+    connection of its own on the SQLite library `sqlite3` loaded (`library`, of version number
+    `version`: LookupError when it cannot be used); "batch" and "never" commit from a thread of
+    its own."""
+
+    def __new__(
+        cls,
+        library: str,
+        version: int,
+        path: str,
+        fsync: str,
+        last_record: int,
+        last_epoch: int,
+        observer: Callable[[Update], object] | None = None,
+    ) -> SqliteWriter: ...
+    def update(self, update: Update) -> None: ...
+    def other(
+        self, kind: str, epoch: int | None, session_id: str, envelope: str, fields: str | None
+    ) -> None: ...
     @property
     def last_record(self) -> int: ...
     @property

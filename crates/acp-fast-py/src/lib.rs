@@ -6,8 +6,8 @@
 //! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
-//! - `journal`: `JournalWriter`, the JSONL journal's records made on the reader's thread and
-//!   written in batches by a thread of its own.
+//! - `journal`: the journal writers (`JournalWriter` for JSONL, `SqliteWriter`): records made
+//!   on the reader's thread, stored in batches by a thread of their own.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
 mod calls;
@@ -27,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
     m.add_class::<journal::JournalWriter>()?;
+    m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.

@@ -1,23 +1,21 @@
-//! The hot path of the JSONL journal (`acp_fast.journal.JsonlJournal`): each record is made in
-//! Rust on the reader's thread (a lock and a few copies, no Python string work) and written in
-//! batches by a thread of the writer's own, so an update costs the reader a small part of what
-//! reading it does.
+//! The hot path of `acp_fast.journal`: each record is made in Rust on the reader's thread (a
+//! lock and a few copies, no Python string work) and stored in batches by a thread of the
+//! writer's own, so an update costs the reader a small part of what reading it does.
 //!
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
 //! - `jsonl`: `JournalWriter`, the JSONL record format and file.
+//! - `sqlite`: `SqliteWriter`, rows through the SQLite library `sqlite3` loaded (`sqlite_api`).
 //!
-//! The Python side opens and checks a journal (header, torn tail, last record), and makes the
-//! rare records' text (permission and activity fields, wire lines).
-//!
-//! The SQLite journal stays with Python's `sqlite3`: a second SQLite library in the process
-//! (one compiled in here) would not see the first one's POSIX locks, so a `sqlite3` connection
-//! to the same journal closing in this process removes the WAL under the writer (records
-//! lost; measured, see the module doc of `acp_fast.journal`).
+//! The Python side opens and checks a journal (header or schema, torn tail, last record), and
+//! makes the rare records' text (permission and activity fields, wire lines).
 
 mod batch;
 mod jsonl;
+mod sqlite;
+mod sqlite_api;
 
 pub(crate) use jsonl::JournalWriter;
+pub(crate) use sqlite::SqliteWriter;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::PyResult;
