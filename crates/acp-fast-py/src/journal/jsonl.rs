@@ -102,6 +102,11 @@ pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
 }
 
+/// `{…}` on one line: what a record can embed as its `"m"` without a line break in the file.
+fn looks_like_an_object(text: &[u8]) -> bool {
+    text.first() == Some(&b'{') && text.last() == Some(&b'}') && !text.contains(&b'\n')
+}
+
 fn push_number(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
@@ -166,10 +171,12 @@ impl JournalWriter {
         let fields = update.get();
         let envelope = fields.envelope.bind(py);
         let session = fields.session_id.bind(py).to_str()?;
-        // The envelope is embedded verbatim when it is one line of text; anything else (a
-        // made-up Update) is stored as a JSON string, as Python would encode it.
+        // The envelope is embedded verbatim when it looks like one line holding a JSON object
+        // (the core's always are: it parsed them); anything else (a made-up Update) is stored
+        // as a JSON string, as Python would encode it. Not a full parse: that would cost about
+        // what the rest of the record does.
         let verbatim = match envelope.to_str() {
-            Ok(text) if !text.as_bytes().contains(&b'\n') => Some(text.as_bytes()),
+            Ok(text) if looks_like_an_object(text.as_bytes()) => Some(text.as_bytes()),
             _ => None,
         };
         let quoted = match verbatim {
