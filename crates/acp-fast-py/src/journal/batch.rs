@@ -15,13 +15,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-/// A batch ends at this many bytes of pending records ...
-pub(crate) const BATCH_BYTES: usize = 1 << 20;
+/// The batch thread stores a batch once this many bytes of records are pending ...
+pub(crate) const BATCH_BYTES: usize = 512 << 10;
 /// ... or when its oldest record has waited this long.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
-/// A store slower than the reader: past this many pending bytes the reader stores them itself,
-/// so memory stays bounded (the reader then waits for the disk).
-const MAX_PENDING_BYTES: usize = 16 << 20;
+/// A store slower than the reader (the thread still busy with the last batch): at this many
+/// pending bytes the reader stores them itself, waiting for the store. So what a crash can
+/// lose before the OS has it stays under 1 MiB, as when the reader wrote every batch.
+pub(crate) const MAX_PENDING_BYTES: usize = 1 << 20;
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while a lock was held leaves plain records and counters: still usable.

@@ -11,7 +11,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::batch::{Core, Pending, Store, BATCH_BYTES};
+use super::batch::{Core, Pending, Store, MAX_PENDING_BYTES};
 use super::fsync_mode;
 use crate::update::Update;
 
@@ -198,7 +198,7 @@ impl JournalWriter {
                     push_json_string(&mut hot.json, session);
                 }
                 if batch.capacity() == 0 {
-                    batch.reserve(BATCH_BYTES + (64 << 10));
+                    batch.reserve(MAX_PENDING_BYTES + (64 << 10));
                 }
                 push_head(batch, number, "update", epoch, sequence, time);
                 batch.extend_from_slice(b",\"i\":");
