@@ -104,7 +104,9 @@ pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
 
 /// `{…}` on one line: what a record can embed as its `"m"` without a line break in the file.
 fn looks_like_an_object(text: &[u8]) -> bool {
-    text.first() == Some(&b'{') && text.last() == Some(&b'}') && !text.contains(&b'\n')
+    text.first() == Some(&b'{')
+        && text.last() == Some(&b'}')
+        && memchr::memchr(b'\n', text).is_none()
 }
 
 fn push_number(out: &mut Vec<u8>, value: u64) {
