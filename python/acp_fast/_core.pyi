@@ -143,9 +143,9 @@ class JournalWriter:
 @final
 class SqliteWriter:
     """The rows and batched commits of a SQLite journal (`acp_fast.journal`), through a
-    connection of its own on the SQLite library `sqlite3` loaded (`library`, of version number
-    `version`: LookupError when it cannot be used); "batch" and "never" commit from a thread of
-    its own."""
+    connection of its own on the SQLite that the loaded `_sqlite3` module (file `library`)
+    calls, of version number `version` (LookupError when it cannot be reached); "batch" and
+    "never" commit from a thread of its own."""
 
     def __new__(
         cls,

@@ -17,8 +17,9 @@ The SQLite writer calls the very SQLite library `sqlite3` loaded, through a conn
 own, with the GIL released. Never a second SQLite: two SQLite libraries in one process do not
 see each other's POSIX locks, so a `sqlite3` connection to the journal closing in the same
 process would delete the WAL under the writer (tried with SQLite compiled into the core:
-records were lost). Where `sqlite3` has SQLite linked in (no shared library to share), rows go
-through `sqlite3` on the reader's thread instead, at several µs each.
+records were lost). Where the core cannot reach that SQLite (`_sqlite3` built into the
+interpreter, or its SQLite functions hidden), rows go through `sqlite3` on the reader's thread
+instead, at several µs each.
 
 ``fsync`` says when records reach the disk:
 
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import json
 import os
 import sqlite3
@@ -532,8 +532,8 @@ _INSERT_UPDATE = "INSERT INTO records VALUES (?, 'update', ?, ?, ?, ?, ?, NULL)"
 class SqliteJournal(_Journal):
     """A journal in a SQLite database (WAL), one row a record in table ``records``. The
     database is created and checked with `sqlite3`; the core's writer inserts the rows through
-    the same SQLite library (`_core.SqliteWriter`), or, where `sqlite3` has its SQLite linked
-    in, `sqlite3` does (`_SqliteFallback`)."""
+    the same SQLite library (`_core.SqliteWriter`), or, where the core cannot reach it,
+    `sqlite3` does (`_SqliteFallback`)."""
 
     def __init__(
         self,
@@ -564,7 +564,7 @@ class SqliteJournal(_Journal):
                         inner,
                     )
                 except LookupError:
-                    writer = None  # not the library sqlite3 uses: write through sqlite3
+                    writer = None  # SQLite not reachable through _sqlite3: write through it
                 except RuntimeError as exc:
                     raise JournalError(self.path, f"not a usable SQLite journal: {exc}") from None
             if writer is None:
@@ -601,24 +601,18 @@ _SQLITE_VERSION = (
 )
 
 
-@functools.cache
 def _sqlite_library() -> str | None:
-    """The SQLite shared library `sqlite3` loaded (from /proc/self/maps); None where there is
-    none (SQLite linked into `_sqlite3`, or no /proc)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                fields = line.rstrip("\n").split(maxsplit=5)
-                if len(fields) == 6 and os.path.basename(fields[5]).startswith("libsqlite3."):
-                    return fields[5]
-    except OSError:
-        return None
-    return None
+    """The file of `sqlite3`'s extension module `_sqlite3`: the core looks SQLite's functions
+    up through it, so it calls the very SQLite `sqlite3` does. None where `_sqlite3` is built
+    into the interpreter."""
+    import _sqlite3
+
+    return getattr(_sqlite3, "__file__", None)
 
 
 class _SqliteFallback:
-    """SQLite rows written through `sqlite3`, for a `sqlite3` with its SQLite linked in (the
-    core must not load a second SQLite: the two would not see each other's POSIX locks). Rows
+    """SQLite rows written through `sqlite3`, where the core cannot reach its SQLite (the core
+    must not load a second SQLite: the two would not see each other's POSIX locks). Rows
     are batched on the reader's thread, which writes a batch when it is due; the flusher
     thread writes what has waited too long. Batches are taken from the front of the list and
     written under the lock, so they reach the database whole and in order."""

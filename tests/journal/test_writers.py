@@ -22,7 +22,7 @@ SENT = '{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":
 
 @pytest.fixture
 def no_shared_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As where `sqlite3` has SQLite linked in: no shared library for the core to call."""
+    """As where `_sqlite3` is built into the interpreter: no module for the core to look in."""
     monkeypatch.setattr(journal, "_sqlite_library", lambda: None)
 
 
@@ -31,11 +31,11 @@ def test_each_kind_gets_the_core_writer_when_it_can(tmp_path: Path) -> None:
         assert isinstance(j._writer, _core.JournalWriter)
     library = journal._sqlite_library()
     with make("sqlite", journal_path(tmp_path, "sqlite")) as j:
-        if library is None:  # this Python's sqlite3 has SQLite linked in
+        if library is None:  # this Python has _sqlite3 built in
             assert isinstance(j._writer, journal._SqliteFallback)
         else:
             assert isinstance(j._writer, _core.SqliteWriter)
-            assert Path(library).name.startswith("libsqlite3.")
+            assert Path(library).name.startswith("_sqlite3.")
 
 
 def test_the_core_refuses_a_library_that_is_not_the_loaded_one(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_the_core_refuses_a_library_that_is_not_the_loaded_one(tmp_path: Path) -
     make("sqlite", path).close()  # a journal database
     version = journal._SQLITE_VERSION
     with pytest.raises(LookupError, match="is not loaded"):
-        _core.SqliteWriter(str(tmp_path / "libsqlite3.so.0"), version, str(path), "batch", 0, 0)
+        _core.SqliteWriter(str(tmp_path / "_sqlite3.so"), version, str(path), "batch", 0, 0)
     library = journal._sqlite_library()
     if library is not None:
         with pytest.raises(LookupError, match="not 1"):

@@ -4,7 +4,7 @@
 //!
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
 //! - `jsonl`: `JournalWriter`, the JSONL record format and file.
-//! - `sqlite`: `SqliteWriter`, rows through the SQLite library `sqlite3` loaded (`sqlite_api`).
+//! - `sqlite`: `SqliteWriter`, rows through the very SQLite `sqlite3` calls (`sqlite_api`).
 //!
 //! The Python side opens and checks a journal (header or schema, torn tail, last record), and
 //! makes the rare records' text (permission and activity fields, wire lines).

@@ -1,5 +1,5 @@
 //! The SQLite journal's store: rows inserted in one transaction a batch, through a connection
-//! of the writer's own on the SQLite library `sqlite3` loaded (`sqlite_api`), so neither the
+//! of the writer's own on the SQLite `sqlite3` calls (`sqlite_api`), so neither the
 //! reader nor the GIL waits for SQLite. The Python side created the database (schema, WAL,
 //! format row) and read its last record. `synchronous=FULL` syncs each commit (fsync "every",
 //! "batch"); "never": OFF.
@@ -202,9 +202,10 @@ pub struct SqliteWriter {
 
 #[pymethods]
 impl SqliteWriter {
-    /// `library`: the SQLite library `sqlite3` loaded, of version number `version` (LookupError
-    /// when it cannot be used: write through `sqlite3` then). `path`: a journal database the
-    /// caller created and checked; `last_record`, `last_epoch`: what it ends with.
+    /// `library`: the file of the loaded `_sqlite3` module, whose SQLite (of version number
+    /// `version`) the writer calls (LookupError when it cannot: write through `sqlite3` then).
+    /// `path`: a journal database the caller created and checked; `last_record`,
+    /// `last_epoch`: what it ends with.
     #[new]
     #[pyo3(signature = (library, version, path, fsync, last_record, last_epoch, observer=None))]
     #[allow(clippy::too_many_arguments)]

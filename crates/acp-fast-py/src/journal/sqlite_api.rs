@@ -1,11 +1,13 @@
-//! The SQLite library the standard library's `sqlite3` already loaded, bound at run time.
+//! The SQLite library the standard library's `sqlite3` calls, bound at run time.
 //!
 //! Never a second SQLite: two SQLite libraries in one process do not see each other's POSIX
 //! locks, so a `sqlite3` connection to the journal closing in this process would checkpoint and
 //! delete the WAL under the writer (tried with SQLite compiled in: records were lost). The
-//! library is found by `dlopen(path, RTLD_NOLOAD)`, which only returns one already loaded; where
-//! `sqlite3` has SQLite linked in statically there is none, and the journal writes through
-//! `sqlite3` instead.
+//! functions are looked up through `sqlite3`'s extension module `_sqlite3`, already loaded
+//! (`dlopen(RTLD_NOLOAD)` never loads anything): `dlsym` on its handle searches it, then the
+//! libraries it links, as its own calls resolve, so it finds the SQLite `sqlite3` uses whether
+//! linked in or shared. Where it finds none (SQLite's functions hidden in `_sqlite3`, or
+//! `_sqlite3` built into the interpreter), the journal writes through `sqlite3` instead.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -17,7 +19,7 @@ const SQLITE_OPEN_NOMUTEX: c_int = 0x0000_8000;
 pub(crate) type Db = c_void;
 pub(crate) type Stmt = c_void;
 
-/// The functions the writer uses, from the library `sqlite3` loaded.
+/// The functions the writer uses, from the SQLite `sqlite3` calls.
 pub(crate) struct Api {
     open_v2: unsafe extern "C" fn(*const c_char, *mut *mut Db, c_int, *const c_char) -> c_int,
     pub close_v2: unsafe extern "C" fn(*mut Db) -> c_int,
@@ -61,27 +63,27 @@ unsafe fn symbol<T: Copy>(handle: *mut c_void, name: &CStr) -> Result<T, String>
 }
 
 impl Api {
-    /// Binds the SQLite library at `library` if (and only if) this process already loaded it,
-    /// and it is the version `sqlite3` reports and built thread-safe.
-    pub fn bind(library: &str, version: c_int) -> Result<Api, String> {
-        let path = CString::new(library).map_err(|_| "a NUL in the path".to_owned())?;
-        // SAFETY: RTLD_NOLOAD only looks up a library already loaded; the handle is never
-        // closed (the library stays loaded for the process's life, as `sqlite3` keeps it).
+    /// Binds the SQLite that `module` (the already loaded `_sqlite3` extension) calls, if it is
+    /// the version `sqlite3` reports and built thread-safe.
+    pub fn bind(module: &str, version: c_int) -> Result<Api, String> {
+        let path = CString::new(module).map_err(|_| "a NUL in the path".to_owned())?;
+        // SAFETY: RTLD_NOLOAD only looks up an object already loaded; the handle is never
+        // closed (the module stays loaded for the process's life, as `sqlite3` keeps it).
         let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         if handle.is_null() {
-            return Err(format!("{library} is not loaded"));
+            return Err(format!("{module} is not loaded"));
         }
         // SAFETY: each type below is the C signature of the named SQLite function.
         unsafe {
             let number: unsafe extern "C" fn() -> c_int =
                 symbol(handle, c"sqlite3_libversion_number")?;
             if number() != version {
-                return Err(format!("{library} is SQLite {}, not {version}", number()));
+                return Err(format!("{module} calls SQLite {}, not {version}", number()));
             }
             let threadsafe: unsafe extern "C" fn() -> c_int =
                 symbol(handle, c"sqlite3_threadsafe")?;
             if threadsafe() == 0 {
-                return Err(format!("{library} is not built thread-safe"));
+                return Err(format!("{module} calls a SQLite not built thread-safe"));
             }
             Ok(Api {
                 open_v2: symbol(handle, c"sqlite3_open_v2")?,
