@@ -3,17 +3,20 @@ side with no journal, interleaved round by round; medians.
 
     python benches/journal_bench.py            # 100,000 updates, 5 rounds (~1 minute)
     python benches/journal_bench.py --quick    # 10,000 updates, 3 rounds
+    python benches/journal_bench.py --baseline OTHER/.venv/bin/python   # before/after, one run
 
 Every runner is `acp_fast.Client` reading the same flood agent (`benches/flood_agent.py`,
 100,000 `agent_message_chunk` updates of 32 B of text) with compare.py's counting observer
 (`on_update` counts and sums the text length); a journal wraps it (`observer=counter`), so the
 journal records every update and then forwards it. The prompt is timed from sending it to its
 answer; the journal's `close()` (writing what is still buffered) is inside the timed span. The
-host's CPU time per update (`time.process_time`: the reader and the journal run on the calling
-thread; the agent is another process) is steadier than the wall rate on a shared machine; the
-journal's share is its difference from no journal. Bytes per update: the JSONL file, or the
-SQLite database after a checkpoint, divided by the updates (the handshake's and the prompt's
-six wire lines included).
+host's CPU time per update is steadier than the wall rate on a shared machine, given two ways:
+the whole process (`time.process_time`: the reader, the journal's work on the reader's thread
+and the journal writer's own thread; the agent is another process) and the reader's thread
+alone (`time.thread_time`: what the journal adds to the reader). The journal's share is the
+difference from no journal. Bytes per update: the JSONL file, or the SQLite database after a
+checkpoint, divided by the updates (the handshake's and the prompt's six wire lines included).
+With --baseline each measurement runs in a fresh interpreter of either build, interleaved.
 fsync="every" syncs each update, so it runs 1,000 updates (its rate is per update).
 Journals are written to --dir (default: a temporary directory on the same disk as /tmp).
 """
@@ -21,8 +24,10 @@ Journals are written to --dir (default: a temporary directory on the same disk a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,9 +46,10 @@ EVERY_UPDATES = 1000
 
 def run_one(
     updates: int, directory: Path, kind: str | None, fsync: journal.Fsync
-) -> tuple[float, float, int]:
-    """One timed prompt: wall seconds, the host's CPU seconds (reader and journal: the same
-    thread; the agent is another process), and the journal's bytes (0 without one)."""
+) -> tuple[float, float, float, int]:
+    """One timed prompt: wall seconds, the host's CPU seconds (every thread: the reader and
+    the journal's own; the agent is another process), the reader thread's CPU seconds (the
+    reader and the journal's work on its thread), and the journal's bytes (0 without one)."""
     counter = compare.FastCounter()
     path = directory / f"bench-{kind}-{fsync}"
     for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -57,9 +63,11 @@ def run_one(
         client.start()
         started = time.perf_counter()
         cpu = time.process_time()
+        thread = time.thread_time()
         result = client.prompt_detailed("go")
         if recording is not None:
             recording.close()
+        thread = time.thread_time() - thread
         cpu = time.process_time() - cpu
         seconds = time.perf_counter() - started
     compare.check(result.stop_reason == "end_turn", f"stop reason {result.stop_reason}")
@@ -75,7 +83,7 @@ def run_one(
             size = os.path.getsize(path) - len(journal.JSONL_HEADER)
         for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             leftover.unlink(missing_ok=True)
-    return seconds, cpu, size
+    return seconds, cpu, thread, size
 
 
 def _sqlite_size(path: Path) -> int:
@@ -91,13 +99,7 @@ def _sqlite_size(path: Path) -> int:
     return int(pages * size)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10,000 updates, 3 rounds")
-    parser.add_argument("--dir", type=Path, default=None, help="where the journals are written")
-    args = parser.parse_args(argv)
-    updates = 10_000 if args.quick else 100_000
-    rounds = 3 if args.quick else 5
+def _runners(updates: int) -> dict[str, tuple[str | None, journal.Fsync, int]]:
     runners: dict[str, tuple[str | None, journal.Fsync, int]] = {
         "no journal": (None, "never", updates)
     }
@@ -105,45 +107,121 @@ def main(argv: list[str] | None = None) -> int:
         for fsync in journal.FSYNC_MODES:
             count = EVERY_UPDATES if fsync == "every" else updates
             runners[f"{kind} {fsync}"] = (kind, fsync, count)
+    return runners
+
+
+def _in_process(kind: str | None, fsync: journal.Fsync, count: int, directory: Path) -> list[float]:
+    seconds, cpu, thread, size = run_one(count, directory, kind, fsync)
+    return [seconds, cpu, thread, float(size)]
+
+
+def _in_child(
+    python: str, kind: str | None, fsync: journal.Fsync, count: int, directory: Path
+) -> list[float]:
+    """One measurement by another interpreter (another build of acp-fast), this script's code."""
+    found = subprocess.run(
+        [python, __file__, "--one", kind or "none", fsync, str(count), str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise SystemExit(f"{python}: {found.stderr.strip()}")
+    values: list[float] = json.loads(found.stdout.strip().splitlines()[-1])
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 updates, 3 rounds")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick 3)")
+    parser.add_argument("--dir", type=Path, default=None, help="where the journals are written")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="PYTHON",
+        help="also measure the acp-fast of this interpreter (say, another build's venv), "
+        "interleaved; every measurement then runs in a fresh interpreter",
+    )
+    parser.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one is not None:  # one measurement for --baseline's parent, as JSON
+        kind, fsync, count, directory = args.one
+        compare.fast_stream(["--updates", "1000"])  # warm up
+        values = _in_process(None if kind == "none" else kind, fsync, int(count), Path(directory))
+        print(json.dumps(values))
+        return 0
+    updates = 10_000 if args.quick else 100_000
+    rounds = args.rounds or (3 if args.quick else 5)
+    runners = _runners(updates)
+    builds = ["after", "before"] if args.baseline else ["after"]
     with tempfile.TemporaryDirectory(dir=args.dir) as temporary:
         directory = Path(temporary)
         compare.fast_stream(["--updates", "1000"])  # warm up
-        rates: dict[str, list[float]] = {name: [] for name in runners}
-        cpus: dict[str, list[float]] = {name: [] for name in runners}
-        sizes: dict[str, int] = {}
+        # build -> runner -> [(updates/s, host CPU µs/update, reader thread µs/update)]
+        found: dict[str, dict[str, list[tuple[float, float, float]]]] = {
+            build: {name: [] for name in runners} for build in builds
+        }
+        sizes: dict[str, dict[str, int]] = {build: {} for build in builds}
         for number in range(1, rounds + 1):
             shown = []
             for name, (kind, fsync, count) in runners.items():
-                seconds, cpu, size = run_one(count, directory, kind, fsync)
-                rates[name].append(count / seconds)
-                cpus[name].append(cpu / count * 1e6)
-                sizes[name] = size // count
-                shown.append(f"{name} {rates[name][-1]:,.0f}")
+                for build in builds:
+                    if args.baseline is None:
+                        seconds, cpu, thread, size = _in_process(kind, fsync, count, directory)
+                    else:
+                        python = sys.executable if build == "after" else args.baseline
+                        seconds, cpu, thread, size = _in_child(
+                            python, kind, fsync, count, directory
+                        )
+                    found[build][name].append(
+                        (count / seconds, cpu / count * 1e6, thread / count * 1e6)
+                    )
+                    sizes[build][name] = int(size) // count
+                    shown.append(
+                        f"{name}{'' if build == 'after' else ' (before)'} "
+                        f"{found[build][name][-1][0]:,.0f}"
+                    )
             compare.progress(f"round {number}/{rounds}: " + ", ".join(shown) + " updates/s")
-    base = statistics.median(rates["no journal"])
-    base_cpu = statistics.median(cpus["no journal"])
-    lines = [
-        "| journal | fsync | updates/s | vs no journal | host CPU µs/update | journal's share "
-        "(µs) | bytes/update |",
-        "|---|---|--:|--:|--:|--:|--:|",
-    ]
-    for name, (kind, fsync, _) in runners.items():
-        rate = statistics.median(rates[name])
-        cpu = statistics.median(cpus[name])
-        if kind is None:
-            lines.append(f"| none | - | {rate:,.0f} | 1.00x | {cpu:.2f} | - | - |")
-            continue
-        lines.append(
-            f"| {kind} | {fsync} | {rate:,.0f} | {rate / base:.2f}x | {cpu:.2f} | "
-            f"{cpu - base_cpu:.2f} | {sizes[name]} |"
-        )
-    print("\n".join(lines))
+    for build in builds:
+        if args.baseline:
+            python = sys.executable if build == "after" else args.baseline
+            print(f"\n{build}: {python}")
+        print(_table(runners, found[build], sizes[build]))
     print(
         f"\nCase (a): {updates:,} updates of 32 B text (fsync=every: "
         f"{EVERY_UPDATES:,}); medians of {rounds} interleaved rounds; "
         f"{compare.machine_line()}"
     )
     return 0
+
+
+def _table(
+    runners: dict[str, tuple[str | None, journal.Fsync, int]],
+    found: dict[str, list[tuple[float, float, float]]],
+    sizes: dict[str, int],
+) -> str:
+    def median(name: str, column: int) -> float:
+        return statistics.median(values[column] for values in found[name])
+
+    base, base_cpu, base_thread = (median("no journal", c) for c in range(3))
+    lines = [
+        "| journal | fsync | updates/s | vs no journal | host CPU µs/update | journal's share "
+        "(µs) | reader thread µs/update | journal's share there (µs) | bytes/update |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, (kind, fsync, _) in runners.items():
+        rate, cpu, thread = (median(name, c) for c in range(3))
+        if kind is None:
+            lines.append(
+                f"| none | - | {rate:,.0f} | 1.00x | {cpu:.2f} | - | {thread:.2f} | - | - |"
+            )
+            continue
+        lines.append(
+            f"| {kind} | {fsync} | {rate:,.0f} | {rate / base:.2f}x | {cpu:.2f} | "
+            f"{cpu - base_cpu:.2f} | {thread:.2f} | {thread - base_thread:.2f} | {sizes[name]} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

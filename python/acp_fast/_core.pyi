@@ -1,6 +1,7 @@
 """The Rust core of acp-fast (built by maturin). Use `acp_fast.Client`; `CoreClient` is its
 engine and takes already-validated options."""
 
+from collections.abc import Callable
 from typing import Any, NoReturn, final
 
 from ._types import UpdateKind
@@ -8,6 +9,8 @@ from ._types import UpdateKind
 __all__ = [
     "DEFAULT_MESSAGE_BYTES",
     "CoreClient",
+    "JournalWriter",
+    "SqliteWriter",
     "Update",
     "__version__",
     "_guard_forget",
@@ -113,6 +116,60 @@ def _rebuild_update(
 ) -> Update: ...
 
 _Report = tuple[list[tuple[int, bool, Any]], list[tuple[int, Any]], list[int], int, float | None]
+
+@final
+class JournalWriter:
+    """The record formatting and batched writing of a JSONL journal (`acp_fast.journal`): it
+    appends to a duplicate of `fd`; "batch" and "never" write from a thread of its own."""
+
+    def __new__(
+        cls,
+        path: str,
+        fd: int,
+        fsync: str,
+        size: int,
+        last_record: int,
+        last_epoch: int,
+        observer: Callable[[Update], object] | None = None,
+    ) -> JournalWriter: ...
+    def update(self, update: Update) -> None: ...
+    def other(self, kind: str, epoch: int | None, rest: bytes) -> None: ...
+    @property
+    def last_record(self) -> int: ...
+    @property
+    def last_epoch(self) -> int: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def forked(self) -> None: ...
+
+@final
+class SqliteWriter:
+    """The rows and batched commits of a SQLite journal (`acp_fast.journal`), through a
+    connection of its own on the SQLite that the loaded `_sqlite3` module (file `library`)
+    calls, of version number `version` (LookupError when it cannot be reached); "batch" and
+    "never" commit from a thread of its own."""
+
+    def __new__(
+        cls,
+        library: str,
+        version: int,
+        path: str,
+        fsync: str,
+        last_record: int,
+        last_epoch: int,
+        observer: Callable[[Update], object] | None = None,
+    ) -> SqliteWriter: ...
+    def update(self, update: Update) -> None: ...
+    def other(
+        self, kind: str, epoch: int | None, session_id: str, envelope: str, fields: str | None
+    ) -> None: ...
+    @property
+    def last_record(self) -> int: ...
+    @property
+    def last_epoch(self) -> int: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def forked(self) -> None: ...
 
 @final
 class CoreClient:

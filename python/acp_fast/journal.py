@@ -7,15 +7,28 @@ Two kinds, told apart by content (never by file name):
 - `JsonlJournal`: one JSON object a line after a fixed header line. A record's last key is
   ``"m"``, the exact line it records, embedded verbatim (it is JSON already), so the envelope
   comes back byte for byte and the file stays readable with ``jq``.
-- `SqliteJournal`: the standard library's `sqlite3` in WAL mode, one row a record.
+- `SqliteJournal`: SQLite in WAL mode, one row a record; created, checked and read with the
+  standard library's `sqlite3`.
+
+Records are made by the core (`_core.JournalWriter`, `_core.SqliteWriter`) on the reader's
+thread, a lock and a few copies each, and stored in batches by a thread of the writer's own, so
+an update costs the reader a small part of what reading it does (`benches/journal_bench.py`).
+The SQLite writer calls the very SQLite library `sqlite3` loaded, through a connection of its
+own, with the GIL released. Never a second SQLite: two SQLite libraries in one process do not
+see each other's POSIX locks, so a `sqlite3` connection to the journal closing in the same
+process would delete the WAL under the writer (tried with SQLite compiled into the core:
+records were lost). Where the core cannot reach that SQLite (`_sqlite3` built into the
+interpreter, or its SQLite functions hidden), rows go through `sqlite3` on the reader's thread
+instead, at several µs each.
 
 ``fsync`` says when records reach the disk:
 
 - ``"every"``: each record is written and synced before its callback returns;
 - ``"batch"`` (default): updates are buffered and written in batches, each batch synced; a batch
-  ends at 1 MiB, at any record that is not an update (a permission decision, a line sent or
-  received), so decisions and turn boundaries are on disk at once, or when it has waited 50 ms
-  (one daemon thread for all journals writes it then, even when no record follows);
+  ends at 512 KiB or when it has waited 50 ms (the writer's thread writes it then, even when no
+  record follows; should that thread still be busy when 1 MiB is pending, the reader writes
+  it), and at any record that is not an update (a permission decision, a line sent or
+  received), so decisions and turn boundaries are on disk at once;
 - ``"never"``: batches as ``"batch"``, handed to the OS but never synced.
 
 A host killed with SIGKILL leaves a journal that opens cleanly and holds a gap-free prefix of
@@ -43,9 +56,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from time import time_ns
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import quote
 
+from . import _core
 from ._errors import AcpError
 from ._types import PermissionOption, PermissionRequest
 
@@ -78,7 +92,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 FORMAT_NAME = "acp-fast-journal"
 FORMAT_VERSION = 1
 
-#: A batch ends when this many characters of records are pending ...
+#: A batch of `_SqliteFallback` ends when this many characters of envelopes are pending ...
+#: (the core's writers: 1 MiB of records, or 50 ms)
 BATCH_CHARS = 1 << 20
 #: ... or when this many nanoseconds passed since the last write (checked as records arrive).
 BATCH_NS = 50_000_000
@@ -212,12 +227,25 @@ def _missing_directory(path: str) -> JournalError:
     return JournalError(path, f"cannot create the journal: no such directory {parent}")
 
 
-class _Journal:
-    """The observer plumbing both kinds share; subclasses store records."""
+class _Writer(Protocol):
+    """What a journal's writer does (`_core.JournalWriter`, `_core.SqliteWriter`, or
+    `_SqliteFallback`): make records, store them in batches, flush, close."""
 
-    #: Set per instance in `_bind`: the fast path chosen for the fsync mode, forwarding to the
-    #: wrapped observer when it has the callback. `on_permission` is set only when the wrapped
-    #: observer has one, so the client sees no answer hook otherwise.
+    @property
+    def last_record(self) -> int: ...
+    def update(self, update: Update) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def forked(self) -> None: ...
+
+
+class _Journal:
+    """The observer plumbing both kinds share; the writer (`_writer`) makes and stores the
+    records."""
+
+    #: Set per instance: the writer's `update`, which records the update and then calls the
+    #: wrapped observer's `on_update`. `on_permission` is set only when the wrapped observer
+    #: has one, so the client sees no answer hook otherwise.
     on_update: Callable[[Update], None]
     on_permission: Callable[[PermissionRequest], Any]
 
@@ -225,8 +253,7 @@ class _Journal:
     fsync: Fsync
     #: The epoch of the last record found when the journal was opened (0: it was empty).
     last_transport_epoch: int
-    #: The number of the last record written (records are numbered from 1).
-    last_record: int
+    _writer: _Writer
 
     def __init__(self, observer: object | None, transport_epoch: int | None) -> None:
         self._observer = observer
@@ -234,23 +261,21 @@ class _Journal:
         #: chosen the client's epoch from `last_transport_epoch`). None: the latest update's
         #: epoch, or before any update the last one found when the journal was opened.
         self.transport_epoch = transport_epoch
-        self._epoch = 0
-        self._last: Update | None = None
         inner_permission = getattr(observer, "on_permission", None)
         if inner_permission is not None:
             self.on_permission = inner_permission
 
-    def _bind(self, record: Callable[[Update], None]) -> None:
-        inner = getattr(self._observer, "on_update", None)
-        if inner is None:
-            self.on_update = record
-            return
+    def _start(self, writer: _Writer) -> None:
+        self._writer = writer
+        _WRITERS.add(writer)
+        # The writer, not the journal: a dropped journal still stores its pending records.
+        self._finalizer = weakref.finalize(self, writer.close)
+        self.on_update = writer.update
 
-        def on_update(update: Update) -> None:
-            record(update)
-            inner(update)
-
-        self.on_update = on_update
+    @property
+    def last_record(self) -> int:
+        """The number of the last record written (records are numbered from 1)."""
+        return self._writer.last_record
 
     def _other(
         self,
@@ -263,13 +288,6 @@ class _Journal:
         """Store a record that is not an update, and write it out at once. `is_json`: the
         envelope is one JSON value (stored verbatim) rather than any text."""
         raise NotImplementedError
-
-    def _record_epoch(self) -> int:
-        if self.transport_epoch is not None:
-            return self.transport_epoch
-        if self._last is not None:
-            return self._last.transport_epoch
-        return self._epoch
 
     def on_permission_commit(self, request: PermissionRequest) -> None:
         self._other(
@@ -307,10 +325,12 @@ class _Journal:
         self._other(kind, _line_session(message), line, None)
 
     def flush(self) -> None:
-        raise NotImplementedError
+        """Store (and, unless fsync is "never", sync) every pending record now."""
+        self._writer.flush()
 
     def close(self) -> None:
-        raise NotImplementedError
+        """Store the pending records and close the journal. Idempotent."""
+        self._finalizer()
 
     def __enter__(self) -> _Journal:
         return self
@@ -319,152 +339,15 @@ class _Journal:
         self.close()
 
 
-class _State:
-    """The pending records of one journal and where they go. The journal's thread appends
-    records and writes a batch when it is due; the flusher thread writes what has waited too
-    long. Batches are taken from the front of the list and written under the lock, so they
-    reach the store whole and in order. The finalizer holds this, not the journal, so it can
-    write the pending records when the journal is dropped without `close()`."""
-
-    def __init__(self, path: str) -> None:
-        self.pid = os.getpid()
-        self.path = path
-        self.pending: list[Any] = []
-        self.lock = threading.Lock()
-        self.written_ns = time_ns()
-        self.closed = False
-        self.failed: str | None = None
-
-    def _store(self, batch: list[Any]) -> None:
-        raise NotImplementedError
-
-    def _release(self) -> None:
-        raise NotImplementedError
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        if os.getpid() != self.pid:
-            raise JournalError(self.path, f"the journal belongs to process {self.pid}")
-        with self.lock:
-            pending = self.pending
-            count = len(pending)
-            if not count:
-                return
-            if self.closed:
-                pending.clear()
-                raise JournalError(self.path, "the journal is closed")
-            if self.failed is not None:
-                raise JournalError(self.path, f"an earlier write failed ({self.failed})")
-            batch = pending[:count]
-            del pending[:count]  # records appended meanwhile stay, after these
-            try:
-                self._store(batch)
-            except BaseException:
-                if self.failed is None:
-                    pending[0:0] = batch  # not stored: they go first in the next batch
-                raise
-            self.written_ns = time_ns()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        _FLUSHER.remove(self)
-        if os.getpid() != self.pid:
-            # A child made by fork() inherits the pending records: only the parent writes.
-            self.closed = True
-            self._release()
-            return
-        try:
-            if self.failed is None:
-                self.flush()
-        finally:
-            with self.lock:
-                self.closed = True
-                self._release()
-        if self.failed is not None:
-            raise JournalError(self.path, f"records were lost: a write failed ({self.failed})")
+#: Every live writer, told in a child made by fork() that its records are the parent's.
+_WRITERS: weakref.WeakSet[_Writer] = weakref.WeakSet()
 
 
-class _Flusher:
-    """One daemon thread for every journal of the process: it writes the pending records of a
-    journal that wrote nothing for `BATCH_NS`, so a batch never waits for the next record
-    (an agent may think for minutes between two updates). It runs only while journals are
-    open."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.states: set[_State] = set()
-        self.running = False
-
-    def add(self, state: _State) -> None:
-        with self.lock:
-            self.states.add(state)
-            if not self.running:
-                self.running = True
-                threading.Thread(target=self._run, name="acp-fast-journal", daemon=True).start()
-
-    def remove(self, state: _State) -> None:
-        with self.lock:
-            self.states.discard(state)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(BATCH_NS / 1e9)
-            with self.lock:
-                if not self.states:
-                    self.running = False
-                    return
-                states = list(self.states)
-            due = time_ns() - BATCH_NS
-            for state in states:
-                if state.pending and state.written_ns <= due:
-                    try:
-                        state.flush()
-                    except Exception:
-                        pass  # the journal raises it again at its next record, or at close()
-
-
-_FLUSHER = _Flusher()
-
-
-def _new_flusher() -> None:
+def _forked() -> None:
     global _FLUSHER
     _FLUSHER = _Flusher()  # a forked child has no flusher thread and writes no parent journal
-
-
-os.register_at_fork(after_in_child=_new_flusher)
-
-
-class _JsonlState(_State):
-    def __init__(self, path: str, fd: int, sync: bool) -> None:
-        super().__init__(path)
-        self.fd = fd
-        self.sync = sync
-        self.size = 0  # bytes of whole records on disk: a failed write is cut back to it
-
-    def _store(self, batch: list[Any]) -> None:
-        data = "".join(batch).encode("utf-8", "surrogatepass")
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
-            if self.sync:
-                os.fdatasync(self.fd)
-        except OSError as exc:
-            # No torn record and no gap: cut the partial write off, and refuse further records.
-            self.failed = exc.strerror or str(exc)
-            try:
-                os.ftruncate(self.fd, self.size)
-            except OSError:
-                pass
-            raise JournalError(self.path, f"cannot write: {self.failed}") from exc
-        self.size += len(data)
-
-    def _release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+    for writer in list(_WRITERS):
+        writer.forked()
 
 
 class JsonlJournal(_Journal):
@@ -481,53 +364,22 @@ class JsonlJournal(_Journal):
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
-        self.last_transport_epoch = 0
         fd = _open_jsonl(self.path, self.fsync != "never")
-        self._state = _JsonlState(self.path, fd, self.fsync != "never")
         try:
-            self.last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
-            self._state.size = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        self._epoch = self.last_transport_epoch
-        self._finalizer = weakref.finalize(self, _JsonlState.close, self._state)
-        if self.fsync != "every":
-            _FLUSHER.add(self._state)
-        self._pending = self._state.pending
-        self._chars = 0
-        self._deadline = 0
-        self._session = ""
-        self._session_json = '""'
-        self._bind(self._update_every if self.fsync == "every" else self._update_batched)
-
-    # The hot path: one formatted string per update, no JSON encoding of the envelope.
-    def _update_batched(self, update: Update) -> None:
-        now = time_ns()
-        number = self.last_record = self.last_record + 1
-        session = update.session_id
-        if session != self._session:
-            self._session = session
-            self._session_json = json.dumps(session)
-        self._last = update
-        line = (
-            f'{{"n":{number},"k":"update","e":{update.transport_epoch},'
-            f'"s":{update.update_sequence},"t":{now},"i":{self._session_json},'
-            f'"m":{update.envelope}}}\n'
-        )
-        self._pending.append(line)
-        self._chars += len(line)
-        if self._chars >= BATCH_CHARS or now >= self._deadline:
-            self._write()
-
-    def _update_every(self, update: Update) -> None:
-        self._update_batched(update)
-        self._write()
-
-    def _write(self) -> None:
-        self._chars = 0
-        self._state.flush()
-        self._deadline = time_ns() + BATCH_NS
+            last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
+            writer = _core.JournalWriter(
+                self.path,
+                fd,
+                self.fsync,
+                os.fstat(fd).st_size,
+                last_record,
+                self.last_transport_epoch,
+                getattr(observer, "on_update", None),
+            )
+        finally:
+            os.close(fd)  # the writer keeps a duplicate
+        self._jsonl = writer
+        self._start(writer)
 
     def _other(
         self,
@@ -537,29 +389,14 @@ class JsonlJournal(_Journal):
         fields: dict[str, Any] | None,
         is_json: bool = True,
     ) -> None:
-        number = self.last_record = self.last_record + 1
-        head = (
-            f'{{"n":{number},"k":"{kind.value}","e":{self._record_epoch()},"s":0,'
-            f'"t":{time_ns()},'
-            f'"i":{json.dumps(session_id)}'
-        )
+        rest = f'"i":{json.dumps(session_id)}'
         if fields is not None:
-            head += ',"p":' + json.dumps(fields, separators=(",", ":"))
+            rest += ',"p":' + json.dumps(fields, separators=(",", ":"))
         if is_json and envelope and "\n" not in envelope:
-            line = f'{head},"m":{envelope}}}\n'
+            rest += f',"m":{envelope}}}'
         else:  # not JSON (or empty): kept as a string instead
-            line = f'{head},"x":{json.dumps(envelope)}}}\n'
-        self._pending.append(line)
-        self._write()
-
-    def flush(self) -> None:
-        """Write (and, unless fsync is "never", sync) every pending record now."""
-        if not self._state.closed:
-            self._write()
-
-    def close(self) -> None:
-        """Write the pending records and close the file. Idempotent."""
-        self._finalizer()
+            rest += f',"x":{json.dumps(envelope)}}}'
+        self._jsonl.other(kind.value, self.transport_epoch, rest.encode("utf-8", "surrogatepass"))
 
 
 def _open_jsonl(path: str, sync: bool) -> int:
@@ -687,35 +524,16 @@ CREATE TABLE IF NOT EXISTS records (
 );
 """
 _INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-
-_Row = tuple[int, str, int, int, str, int, str, str | None]
-
-
-class _SqliteState(_State):
-    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
-        super().__init__(path)
-        self.connection = connection
-
-    def _store(self, batch: list[Any]) -> None:
-        connection = self.connection
-        try:
-            connection.execute("BEGIN")
-            try:
-                connection.executemany(_INSERT, batch)
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise JournalError(self.path, f"cannot write the journal: {exc}") from exc
-
-    def _release(self) -> None:
-        if os.getpid() == self.pid:
-            self.connection.close()
+#: An update's row: its constant columns are in the statement, since binding a parameter is
+#: most of what a row costs in `sqlite3` (8 parameters: about 3 µs a row, 6: about 2 µs).
+_INSERT_UPDATE = "INSERT INTO records VALUES (?, 'update', ?, ?, ?, ?, ?, NULL)"
 
 
 class SqliteJournal(_Journal):
-    """A journal in a SQLite database (WAL), one row a record in table ``records``."""
+    """A journal in a SQLite database (WAL), one row a record in table ``records``. The
+    database is created and checked with `sqlite3`; the core's writer inserts the rows through
+    the same SQLite library (`_core.SqliteWriter`), or, where the core cannot reach it,
+    `sqlite3` does (`_SqliteFallback`)."""
 
     def __init__(
         self,
@@ -729,52 +547,40 @@ class SqliteJournal(_Journal):
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
         connection = _open_sqlite(self.path, create=True)
+        inner = getattr(observer, "on_update", None)
+        writer: _core.SqliteWriter | _SqliteFallback | None = None
         try:
-            synchronous = "OFF" if self.fsync == "never" else "FULL"
-            connection.execute(f"PRAGMA synchronous={synchronous}")
-            self.last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection)
+            last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection)
+            library = _sqlite_library()
+            if library is not None:
+                try:
+                    writer = _core.SqliteWriter(
+                        library,
+                        _SQLITE_VERSION,
+                        self.path,
+                        self.fsync,
+                        last_record,
+                        self.last_transport_epoch,
+                        inner,
+                    )
+                except LookupError:
+                    writer = None  # SQLite not reachable through _sqlite3: write through it
+                except RuntimeError as exc:
+                    raise JournalError(self.path, f"not a usable SQLite journal: {exc}") from None
+            if writer is None:
+                connection.execute(
+                    f"PRAGMA synchronous={'OFF' if self.fsync == 'never' else 'FULL'}"
+                )
+                writer = _SqliteFallback(
+                    self.path, connection, self.fsync, last_record, self.last_transport_epoch, inner
+                )
         except BaseException:
             connection.close()
             raise
-        self._epoch = self.last_transport_epoch
-        self._state = _SqliteState(self.path, connection)
-        self._finalizer = weakref.finalize(self, _SqliteState.close, self._state)
-        if self.fsync != "every":
-            _FLUSHER.add(self._state)
-        self._pending = self._state.pending
-        self._chars = 0
-        self._deadline = 0
-        self._bind(self._update_every if self.fsync == "every" else self._update_batched)
-
-    def _update_batched(self, update: Update) -> None:
-        now = time_ns()
-        number = self.last_record = self.last_record + 1
-        envelope = update.envelope
-        self._last = update
-        self._pending.append(
-            (
-                number,
-                "update",
-                update.transport_epoch,
-                update.update_sequence,
-                update.session_id,
-                now,
-                envelope,
-                None,
-            )
-        )
-        self._chars += len(envelope)
-        if self._chars >= BATCH_CHARS or now >= self._deadline:
-            self._write()
-
-    def _update_every(self, update: Update) -> None:
-        self._update_batched(update)
-        self._write()
-
-    def _write(self) -> None:
-        self._chars = 0
-        self._state.flush()
-        self._deadline = time_ns() + BATCH_NS
+        if not isinstance(writer, _SqliteFallback):
+            connection.close()  # the core's writer has a connection of its own
+        self._sqlite = writer
+        self._start(writer)
 
     def _other(
         self,
@@ -784,21 +590,205 @@ class SqliteJournal(_Journal):
         fields: dict[str, Any] | None,
         is_json: bool = True,
     ) -> None:
-        number = self.last_record = self.last_record + 1
         encoded = None if fields is None else json.dumps(fields, separators=(",", ":"))
-        self._pending.append(
-            (number, kind.value, self._record_epoch(), 0, session_id, time_ns(), envelope, encoded)
+        self._sqlite.other(kind.value, self.transport_epoch, session_id, envelope, encoded)
+
+
+_SQLITE_VERSION = (
+    sqlite3.sqlite_version_info[0] * 1_000_000
+    + sqlite3.sqlite_version_info[1] * 1_000
+    + sqlite3.sqlite_version_info[2]
+)
+
+
+def _sqlite_library() -> str | None:
+    """The file of `sqlite3`'s extension module `_sqlite3`: the core looks SQLite's functions
+    up through it, so it calls the very SQLite `sqlite3` does. None where `_sqlite3` is built
+    into the interpreter."""
+    import _sqlite3
+
+    return getattr(_sqlite3, "__file__", None)
+
+
+class _SqliteFallback:
+    """SQLite rows written through `sqlite3`, where the core cannot reach its SQLite (the core
+    must not load a second SQLite: the two would not see each other's POSIX locks). Rows
+    are batched on the reader's thread, which writes a batch when it is due; the flusher
+    thread writes what has waited too long. Batches are taken from the front of the list and
+    written under the lock, so they reach the database whole and in order."""
+
+    def __init__(
+        self,
+        path: str,
+        connection: sqlite3.Connection,
+        fsync: Fsync,
+        last_record: int,
+        last_epoch: int,
+        observer: Callable[[Update], object] | None,
+    ) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.connection = connection
+        self.every = fsync == "every"
+        self.last_record = last_record
+        self.last_epoch = last_epoch
+        self.observer = observer
+        self.pending: list[tuple[Any, ...]] = []
+        self.lock = threading.Lock()
+        self.written_ns = time_ns()
+        self.deadline = 0
+        self.chars = 0
+        self.closed = False
+        self.foreign = False
+        self.failed: str | None = None
+        if not self.every:
+            _FLUSHER.add(self)
+
+    def update(self, update: Update) -> None:
+        if self.closed:
+            raise JournalError(self.path, "the journal is closed")
+        now = time_ns()
+        number = self.last_record = self.last_record + 1
+        envelope = update.envelope
+        epoch = self.last_epoch = update.transport_epoch
+        self.pending.append(
+            (number, epoch, update.update_sequence, update.session_id, now, envelope)
         )
+        self.chars += len(envelope)
+        if self.every or self.chars >= BATCH_CHARS or now >= self.deadline:
+            self._write()
+        if self.observer is not None:
+            self.observer(update)
+
+    def other(
+        self, kind: str, epoch: int | None, session_id: str, envelope: str, fields: str | None
+    ) -> None:
+        if self.closed:
+            raise JournalError(self.path, "the journal is closed")
+        number = self.last_record = self.last_record + 1
+        stamp = self.last_epoch if epoch is None else epoch
+        self.pending.append((number, kind, stamp, 0, session_id, time_ns(), envelope, fields))
         self._write()
 
+    def _write(self) -> None:
+        self.chars = 0
+        self.store_pending()
+        self.deadline = time_ns() + BATCH_NS
+
     def flush(self) -> None:
-        """Commit (and, unless fsync is "never", sync) every pending record now."""
-        if not self._state.closed:
+        if not self.closed:
             self._write()
 
+    def forked(self) -> None:
+        self.foreign = True
+
+    def store_pending(self) -> None:
+        if not self.pending:
+            return
+        if self.foreign or os.getpid() != self.pid:
+            raise JournalError(self.path, f"the journal belongs to process {self.pid}")
+        with self.lock:
+            pending = self.pending
+            count = len(pending)
+            if not count:
+                return
+            if self.closed:
+                pending.clear()
+                raise JournalError(self.path, "the journal is closed")
+            if self.failed is not None:
+                raise JournalError(self.path, f"an earlier write failed ({self.failed})")
+            batch = pending[:count]
+            del pending[:count]  # records appended meanwhile stay, after these
+            try:
+                self._insert(batch)
+            except BaseException:
+                if self.failed is None:
+                    pending[0:0] = batch  # not stored: they go first in the next batch
+                raise
+            self.written_ns = time_ns()
+
+    def _insert(self, batch: list[tuple[Any, ...]]) -> None:
+        connection = self.connection
+        try:
+            connection.execute("BEGIN")
+            try:
+                # Runs of update rows (6 values) and of other rows (8), in order.
+                start = 0
+                while start < len(batch):
+                    width = len(batch[start])
+                    end = start + 1
+                    while end < len(batch) and len(batch[end]) == width:
+                        end += 1
+                    statement = _INSERT_UPDATE if width == 6 else _INSERT
+                    connection.executemany(statement, batch[start:end])
+                    start = end
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise JournalError(self.path, f"cannot write the journal: {exc}") from exc
+
     def close(self) -> None:
-        """Commit the pending records and close the database. Idempotent."""
-        self._finalizer()
+        if self.closed:
+            return
+        _FLUSHER.remove(self)
+        if self.foreign or os.getpid() != self.pid:
+            # A child made by fork() inherits the pending records: only the parent writes.
+            self.closed = True
+            return
+        try:
+            if self.failed is None:
+                self.store_pending()
+        finally:
+            with self.lock:
+                self.closed = True
+                self.connection.close()
+        if self.failed is not None:
+            raise JournalError(self.path, f"records were lost: a write failed ({self.failed})")
+
+
+class _Flusher:
+    """One daemon thread for every `_SqliteFallback` of the process: it writes the pending
+    records of one that wrote nothing for `BATCH_NS`, so a batch never waits for the next
+    record (an agent may think for minutes between two updates). It runs only while such
+    journals are open."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.writers: set[_SqliteFallback] = set()
+        self.running = False
+
+    def add(self, writer: _SqliteFallback) -> None:
+        with self.lock:
+            self.writers.add(writer)
+            if not self.running:
+                self.running = True
+                threading.Thread(target=self._run, name="acp-fast-journal", daemon=True).start()
+
+    def remove(self, writer: _SqliteFallback) -> None:
+        with self.lock:
+            self.writers.discard(writer)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(BATCH_NS / 1e9)
+            with self.lock:
+                if not self.writers:
+                    self.running = False
+                    return
+                writers = list(self.writers)
+            due = time_ns() - BATCH_NS
+            for writer in writers:
+                if writer.pending and writer.written_ns <= due:
+                    try:
+                        writer.store_pending()
+                    except Exception:
+                        pass  # the journal raises it again at its next record, or at close()
+
+
+_FLUSHER = _Flusher()
+os.register_at_fork(after_in_child=_forked)
 
 
 def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:

@@ -40,7 +40,9 @@ def main() -> None:
         reader_limits=acp.DEFAULT_READER_LIMITS,
         transfer_limits=acp.TransferLimits(
             request_bytes=1 << 20,
-            response_bytes=1 << 20,
+            # The whole reply (3.2 MB for 100,000 chunks): past its limit the client would
+            # cancel the turn mid-stream, and the stream would not be only updates.
+            response_bytes=1 << 30,
             update_bytes=1 << 20,
             update_count=1 << 30,
             response_segment_count=1 << 30,

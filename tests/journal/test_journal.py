@@ -166,12 +166,12 @@ def test_what_is_written_when(tmp_path: Path, kind: str, fsync: journal.Fsync) -
     is not an update writes the pending batch and itself at once."""
     path = journal_path(tmp_path, kind)
     j = make(kind, path, fsync)
-    j.on_update(update(1))  # the first record of a journal always ends a (time) batch
+    j.on_update(update(1))
     j.on_update(update(2))
     if fsync == "every":
         assert len(read_all(path)) == 2
-    else:  # the second is written by the next batch, or by the flusher thread meanwhile
-        assert len(read_all(path)) in (1, 2)
+    else:  # pending, unless a batch (its 50 ms up) was written meanwhile
+        assert len(read_all(path)) in (0, 1, 2)
     j.on_permission_commit(permission())
     assert len(read_all(path)) == 3
     j.on_update(update(3))

@@ -7,6 +7,8 @@
 //! - `driver`: the blocking loop and the observer callbacks; `aio`: the asyncio driver's
 //!   non-blocking steps; `prepared`: a call read once, for either driver.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
+//! - `journal`: the journal writers (`JournalWriter` for JSONL, `SqliteWriter`): records made
+//!   on the reader's thread, stored in batches by a thread of their own.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
 mod aio;
@@ -15,6 +17,7 @@ mod client;
 mod driver;
 mod errors;
 mod guard;
+mod journal;
 mod options;
 mod prepared;
 mod reply;
@@ -26,6 +29,8 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
+    m.add_class::<journal::JournalWriter>()?;
+    m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.

@@ -1,0 +1,347 @@
+//! What both journal writers share: records made on the reader's thread into a pending batch
+//! under one short lock, and a thread of the writer's own that stores a batch once it is big
+//! enough or old enough; the caller stores the batch itself when a record must be durable
+//! before it returns (fsync "every", records that are not updates, flush, close).
+//!
+//! Batches are taken from the pending records while the store is locked, so they reach the
+//! store whole and in order. Lock order: store, then pending; no lock is held while the GIL is
+//! taken (`Core` releases the GIL before it waits for the store).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+/// The batch thread stores a batch once this many bytes of records are pending ...
+pub(crate) const BATCH_BYTES: usize = 512 << 10;
+/// ... or when its oldest record has waited this long.
+const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// A store slower than the reader (the thread still busy with the last batch): at this many
+/// pending bytes the reader stores them itself, waiting for the store. So what a crash can
+/// lose before the OS has it stays under 1 MiB, as when the reader wrote every batch.
+pub(crate) const MAX_PENDING_BYTES: usize = 1 << 20;
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while a lock was held leaves plain records and counters: still usable.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+}
+
+/// Where a journal's records go, a batch at a time.
+pub(crate) trait Store: Send + 'static {
+    /// Pending records, as the reader appends them.
+    type Batch: Default + Send;
+    /// What the reader keeps between records (say, the last session's encoding).
+    type Hot: Default + Send;
+    fn bytes(batch: &Self::Batch) -> usize;
+    /// Stores the whole batch, durably as the fsync mode says, and empties it (keeping its
+    /// memory). On failure nothing of it may be visible: no torn record, no gap.
+    fn store(&mut self, batch: &mut Self::Batch) -> Result<(), String>;
+    /// Empties a batch that will never be stored.
+    fn discard(batch: &mut Self::Batch);
+}
+
+/// What the reader appends to.
+pub(crate) struct Pending<S: Store> {
+    pub batch: S::Batch,
+    pub hot: S::Hot,
+    /// When the oldest pending record was made (meaningless while the batch is empty).
+    first_ns: u64,
+    pub last_record: u64,
+    /// The epoch of the latest update; before any, the last one found when opening.
+    pub last_epoch: u64,
+    /// The batch thread ends once the batch is stored.
+    stop: bool,
+}
+
+struct Sink<S: Store> {
+    store: S,
+    failed: Option<String>,
+    /// The previous batch, swapped in as the next pending one (no reallocation).
+    spare: S::Batch,
+}
+
+struct Shared<S: Store> {
+    pending: Mutex<Pending<S>>,
+    wake: Condvar,
+    sink: Mutex<Sink<S>>,
+    /// Set with `Sink::failed`, read without the lock on the hot path.
+    failed: AtomicBool,
+}
+
+enum StoreError {
+    Earlier(String),
+    Now(String),
+}
+
+impl<S: Store> Shared<S> {
+    fn store_pending(&self) -> Result<(), StoreError> {
+        let mut sink = lock(&self.sink);
+        if let Some(failed) = &sink.failed {
+            return Err(StoreError::Earlier(failed.clone()));
+        }
+        let mut batch = std::mem::take(&mut sink.spare);
+        std::mem::swap(&mut lock(&self.pending).batch, &mut batch);
+        if S::bytes(&batch) == 0 {
+            sink.spare = batch;
+            return Ok(());
+        }
+        match sink.store.store(&mut batch) {
+            Ok(()) => {
+                sink.spare = batch;
+                Ok(())
+            }
+            Err(failed) => {
+                S::discard(&mut batch);
+                sink.spare = batch;
+                sink.failed = Some(failed.clone());
+                self.failed.store(true, Ordering::Release);
+                Err(StoreError::Now(failed))
+            }
+        }
+    }
+
+    /// The batch thread: stores a batch once it is big enough or old enough.
+    fn run(&self) {
+        let mut pending = lock(&self.pending);
+        loop {
+            let bytes = S::bytes(&pending.batch);
+            let waited = Duration::from_nanos(now_ns().saturating_sub(pending.first_ns));
+            let wait = if bytes == 0 {
+                if pending.stop {
+                    return;
+                }
+                BATCH_WAIT
+            } else if bytes < BATCH_BYTES && waited < BATCH_WAIT && !pending.stop {
+                BATCH_WAIT - waited
+            } else {
+                drop(pending);
+                // A failure stays in the sink: the next record, flush() or close() raises it.
+                if self.store_pending().is_err() {
+                    let mut pending = lock(&self.pending);
+                    S::discard(&mut pending.batch);
+                    if pending.stop {
+                        return;
+                    }
+                }
+                pending = lock(&self.pending);
+                continue;
+            };
+            pending = self
+                .wake
+                .wait_timeout(pending, wait)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A journal writer over a store: the hot path, the batch thread, flush and close.
+pub(crate) struct Core<S: Store> {
+    shared: Arc<Shared<S>>,
+    path: String,
+    /// fsync "every": each update is stored before `append` returns.
+    every: bool,
+    closed: AtomicBool,
+    /// Set in a child made by fork(): the records belong to the parent.
+    foreign: AtomicBool,
+    owner: u32,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<S: Store> Core<S> {
+    pub fn new(
+        path: String,
+        store: S,
+        every: bool,
+        last_record: u64,
+        last_epoch: u64,
+    ) -> PyResult<Self> {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending {
+                batch: S::Batch::default(),
+                hot: S::Hot::default(),
+                first_ns: 0,
+                last_record,
+                last_epoch,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            sink: Mutex::new(Sink {
+                store,
+                failed: None,
+                spare: S::Batch::default(),
+            }),
+            failed: AtomicBool::new(false),
+        });
+        let thread = if every {
+            None
+        } else {
+            let shared = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name("acp-fast-journal".to_owned())
+                .spawn(move || shared.run())
+                .map_err(|error| PyRuntimeError::new_err(format!("cannot start: {error}")))?;
+            Some(spawned)
+        };
+        Ok(Core {
+            shared,
+            path,
+            every,
+            closed: AtomicBool::new(false),
+            foreign: AtomicBool::new(false),
+            owner: std::process::id(),
+            thread: Mutex::new(thread),
+        })
+    }
+
+    /// `acp_fast.journal.JournalError(path, what)`.
+    pub fn error(&self, py: Python<'_>, what: String) -> PyErr {
+        let made = py
+            .import("acp_fast.journal")
+            .and_then(|module| module.getattr("JournalError"))
+            .and_then(|class| class.call1((self.path.as_str(), what.as_str())));
+        match made {
+            Ok(error) => PyErr::from_value(error),
+            Err(error) => error,
+        }
+    }
+
+    pub fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+        if self.foreign.load(Ordering::Relaxed) {
+            let what = format!("the journal belongs to process {}", self.owner);
+            return Err(self.error(py, what));
+        }
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(self.error(py, "the journal is closed".to_owned()));
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            let failed = lock(&self.shared.sink).failed.clone().unwrap_or_default();
+            return Err(self.error(py, format!("an earlier write failed ({failed})")));
+        }
+        Ok(())
+    }
+
+    /// Stores the pending records now, the GIL released while the disk works.
+    fn store_now(&self, py: Python<'_>) -> PyResult<()> {
+        let shared = &self.shared;
+        match py.detach(|| shared.store_pending()) {
+            Ok(()) => Ok(()),
+            Err(StoreError::Earlier(failed)) => {
+                Err(self.error(py, format!("an earlier write failed ({failed})")))
+            }
+            Err(StoreError::Now(failed)) => Err(self.error(py, format!("cannot write: {failed}"))),
+        }
+    }
+
+    /// Appends one record made by `make` (given the pending records, the record's number and
+    /// its time), then stores it at once when it is not an update (`update` false) or fsync
+    /// is "every", else wakes the batch thread when a batch is due.
+    pub fn append(
+        &self,
+        py: Python<'_>,
+        update: bool,
+        make: impl FnOnce(&mut Pending<S>, u64, u64) -> PyResult<()>,
+    ) -> PyResult<()> {
+        self.check_open(py)?;
+        // One clock read a record (a vDSO call, ~35 ns here): its time and the batch's age.
+        let time = now_ns();
+        let (due, full) = {
+            let mut pending = lock(&self.shared.pending);
+            let before = S::bytes(&pending.batch);
+            if before == 0 {
+                pending.first_ns = time;
+            }
+            let number = pending.last_record + 1;
+            make(&mut pending, number, time)?;
+            pending.last_record = number;
+            let after = S::bytes(&pending.batch);
+            (
+                before < BATCH_BYTES && after >= BATCH_BYTES,
+                after >= MAX_PENDING_BYTES,
+            )
+        };
+        if !update || self.every || full {
+            self.store_now(py)
+        } else {
+            if due {
+                self.shared.wake.notify_one();
+            }
+            Ok(())
+        }
+    }
+
+    pub fn last_record(&self) -> u64 {
+        lock(&self.shared.pending).last_record
+    }
+
+    pub fn last_epoch(&self) -> u64 {
+        lock(&self.shared.pending).last_epoch
+    }
+
+    /// Stores every pending record now (nothing once closed).
+    pub fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.check_open(py)?;
+        self.store_now(py)
+    }
+
+    /// Stores what is pending and stops the batch thread. Idempotent; raises once when
+    /// records were lost to a failed write.
+    pub fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.foreign.load(Ordering::Relaxed) || self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        lock(&self.shared.pending).stop = true;
+        self.shared.wake.notify_one();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            py.detach(|| {
+                let _ = thread.join();
+            });
+        }
+        let shared = &self.shared;
+        let _ = py.detach(|| shared.store_pending());
+        let failed = lock(&self.shared.sink).failed.clone();
+        match failed {
+            Some(failed) => {
+                let what = format!("records were lost: a write failed ({failed})");
+                Err(self.error(py, what))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// In a child made by fork(): nothing is stored here, and no lock is touched (the
+    /// parent's batch thread may have held one for good).
+    pub fn forked(&self) {
+        self.foreign.store(true, Ordering::Relaxed);
+    }
+}
+
+impl<S: Store> Drop for Core<S> {
+    fn drop(&mut self) {
+        if self.foreign.load(Ordering::Relaxed) {
+            // The store (a file, a database connection) is the parent's: never closed here.
+            std::mem::forget(Arc::clone(&self.shared));
+            return;
+        }
+        // Not closed (close() joins): let the batch thread store what is pending and end.
+        if let Ok(mut pending) = self.shared.pending.try_lock() {
+            pending.stop = true;
+        }
+        self.shared.wake.notify_one();
+    }
+}
