@@ -27,6 +27,7 @@ from ._types import (
     McpServer,
     Modes,
     PermissionOption,
+    PermissionOutcome,
     PermissionPolicy,
     PermissionReply,
     PermissionRequest,
@@ -58,7 +59,7 @@ _shutdown.install(_close_live_clients)
 
 
 _PermissionTuple = tuple[
-    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
+    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any, str, str
 ]
 
 
@@ -80,6 +81,8 @@ def _permission_request(record: _PermissionTuple) -> PermissionRequest:
         options,
         envelope,
         request_id,
+        decision,
+        reason,
     ) = record
     choices = []
     for choice_id, name, kind in options:
@@ -99,8 +102,25 @@ def _permission_request(record: _PermissionTuple) -> PermissionRequest:
         options=tuple(choices),
         envelope=envelope,
         request_id=request_id,
+        decision=decision,
+        reason=reason,
     )
     return request
+
+
+def _observer_answer(reply: object) -> tuple[str, str, str, str] | None:
+    """`on_permission`'s answer as the core reads it: ("reply", outcome, option id, option kind)
+    or ("outcome", decision, option id, reason); None abstains."""
+    if reply is None:
+        return None
+    if isinstance(reply, PermissionReply):
+        return ("reply", reply.outcome, reply.option_id, reply.option_kind)
+    if isinstance(reply, PermissionOutcome):
+        return ("outcome", reply.decision.value, reply.option_id or "", reply.reason or "")
+    raise TypeError(
+        "on_permission must return a PermissionReply, a PermissionOutcome or None "
+        f"(got {type(reply).__name__})"
+    )
 
 
 def content_tuple(block: ContentBlock) -> tuple[Any, ...]:
@@ -244,16 +264,8 @@ class Client:
         if on_permission is not None:
             asked = on_permission
 
-            def preview(record: _PermissionTuple) -> tuple[str, str, str] | None:
-                reply = asked(_permission_request(record))
-                if reply is None:
-                    return None
-                if not isinstance(reply, PermissionReply):
-                    raise TypeError(
-                        "on_permission must return a PermissionReply or None "
-                        f"(got {type(reply).__name__})"
-                    )
-                return (reply.outcome, reply.option_id, reply.option_kind)
+            def preview(record: _PermissionTuple) -> tuple[str, str, str, str] | None:
+                return _observer_answer(asked(_permission_request(record)))
 
         commit = None
         if on_commit is not None:

@@ -13,7 +13,7 @@ use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
 use acp_os::process::PipeTransport;
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::permission::{PermissionRecord, Selection};
+use acp_proto::permission::PermissionRecord;
 use acp_proto::update::{UpdateEvent, UpdateKind};
 use acp_proto::{AskId, Connection, Event, Outcome};
 
@@ -266,16 +266,9 @@ impl<'py, 'c> Run<'py, 'c> {
                 let answer = callback
                     .bind(self.py)
                     .call1((record,))
-                    .and_then(|answer| answer.extract::<Option<(String, String, String)>>());
+                    .and_then(|answer| crate::host::observer_answer(&answer));
                 match answer {
-                    Ok(Some((outcome, option_id, option_kind))) => {
-                        reply = Some(Selection {
-                            outcome,
-                            option_id,
-                            option_kind,
-                        })
-                    }
-                    Ok(None) => {}
+                    Ok(answer) => reply = answer,
                     Err(error) => {
                         return Err(self.fail(driven, Fail::Callback("on_permission", error)))
                     }
@@ -546,20 +539,25 @@ pub(crate) fn record_tuple<'py>(
     for (id, name, kind) in &record.options {
         options.append((id, name, kind))?;
     }
-    (
-        &record.session_id,
-        &record.tool_call_id,
-        &record.title,
-        &record.tool_kind,
-        &record.status,
-        &record.outcome,
-        &record.option_id,
-        &record.option_kind,
-        options,
-        &record.envelope,
-        json_id(py, &record.request_id)?,
+    let text = |value: &String| PyString::new(py, value).into_any();
+    PyTuple::new(
+        py,
+        [
+            text(&record.session_id),
+            text(&record.tool_call_id),
+            text(&record.title),
+            text(&record.tool_kind),
+            text(&record.status),
+            text(&record.outcome),
+            text(&record.option_id),
+            text(&record.option_kind),
+            options.into_any(),
+            text(&record.envelope),
+            json_id(py, &record.request_id)?,
+            text(&record.decision),
+            text(&record.reason),
+        ],
     )
-        .into_pyobject(py)
 }
 
 /// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),

@@ -7,12 +7,14 @@
 //! - `driver`: the blocking loop and the observer callbacks.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
+//! - `host`: the host side (host.md): the permission policy compiled, the observer's answer.
 
 mod calls;
 mod client;
 mod driver;
 mod errors;
 mod guard;
+mod host;
 mod options;
 mod reply;
 mod update;

@@ -190,19 +190,9 @@ pub(crate) fn read(
     }))
 }
 
-/// `(allowed_tool_kinds, allowed_title_prefixes)`.
+/// The policy, compiled by `host::read_policy` (wave 1's two lists and host.md's rules).
 pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
-    let strings = |name: &str| -> PyResult<Vec<String>> {
-        policy
-            .getattr(name)?
-            .try_iter()?
-            .map(|item| item?.extract::<String>())
-            .collect()
-    };
-    Ok(PermissionPolicy {
-        allowed_tool_kinds: strings("allowed_tool_kinds")?,
-        allowed_title_prefixes: strings("allowed_title_prefixes")?,
-    })
+    crate::host::read_policy(policy)
 }
 
 /// Content blocks as tagged tuples (the facade's `_content_tuple`), or `("raw", json)`.

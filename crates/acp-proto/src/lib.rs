@@ -6,6 +6,7 @@
 //! - `encode`: outgoing messages, byte-exact.
 //! - `limits`: the settings (transfer caps, permission policy) and their validation.
 //! - `update`, `permission`: one update; one permission request and the policy's choice.
+//! - `rules`: permission rules, the resolution tiers and the option choice.
 //! - `calls`, `session`, `results`: the calls table with its tombstones, the sessions table with
 //!   each turn's capture and record, and what the agent's answers say.
 //! - `connection`: the `Connection` that owns every ordering rule (bytes in; events and bytes
@@ -19,6 +20,7 @@ pub mod limits;
 pub mod permission;
 pub mod reader;
 pub mod results;
+pub mod rules;
 pub mod session;
 pub mod update;
 pub mod wire;

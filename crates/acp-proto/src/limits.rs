@@ -3,6 +3,7 @@
 
 use crate::encode::{ClientInfo, McpServer};
 use crate::error::AcpError;
+use crate::rules::{Decision, Matcher, Rule};
 
 /// Caps on traffic; every one must be above zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,11 +40,19 @@ impl TransferLimits {
     }
 }
 
-/// What the client grants when the observer leaves a permission request unanswered.
+/// The compiled permission policy (design/host.md §5). With the default value every answer is
+/// wave 1's: no rules, the observer, the two lists, then deny.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PermissionPolicy {
     pub allowed_tool_kinds: Vec<String>,
     pub allowed_title_prefixes: Vec<String>,
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
+    pub default: Decision,
+    pub persist: bool,
+    pub remember: bool,
+    /// Evaluates the host's title patterns (and non-ASCII case folds).
+    pub matcher: Matcher,
 }
 
 impl PermissionPolicy {

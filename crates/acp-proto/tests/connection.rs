@@ -29,6 +29,7 @@ fn connection_with(limits: TransferLimits) -> Connection {
     config.policy = PermissionPolicy {
         allowed_tool_kinds: vec!["read".into()],
         allowed_title_prefixes: vec![],
+        ..PermissionPolicy::default()
     };
     Connection::new(
         config,

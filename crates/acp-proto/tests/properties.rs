@@ -438,6 +438,7 @@ fn config() -> Config {
     config.policy = PermissionPolicy {
         allowed_tool_kinds: vec!["read".into()],
         allowed_title_prefixes: vec!["ok".into()],
+        ..PermissionPolicy::default()
     };
     config
 }

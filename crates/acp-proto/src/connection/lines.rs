@@ -158,11 +158,22 @@ impl Core {
                 }
             }
         }
-        let request = Ask::new(raw_id, envelope, fields, announced);
+        let mut request = Ask::new(raw_id, envelope, fields, announced);
+        let remembered = self
+            .remembered
+            .get(session_id)
+            .filter(|_| self.config.policy.remember)
+            .and_then(|r| r.get(&request.record.tool_kind, &request.record.title));
+        request.rule(&self.config.policy, self.latched(session_id), remembered);
         let ask = AskId(self.next_ask);
         self.next_ask += 1;
-        let preview = request.preview();
-        let cancelled = self.latched(session_id);
+        // Tiers 0–3 decided: the observer is not asked, so no preview is built for it.
+        let cancelled = request.ruled.is_some();
+        let preview = if cancelled {
+            PermissionRecord::default()
+        } else {
+            request.preview()
+        };
         self.asks.push((ask, request));
         Event::Permission {
             ask,

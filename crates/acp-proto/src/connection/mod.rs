@@ -31,7 +31,8 @@ use crate::calls::{Call, CallId, CallKind, Calls, Listing};
 use crate::encode::{self, ConfigValue, ContentBlock, McpServer};
 use crate::error::{excerpt, AcpError, ProtocolError};
 use crate::limits::Config;
-use crate::permission::{Ask, PermissionRecord, Selection};
+use crate::permission::{Ask, ObserverAnswer, PermissionRecord};
+use crate::rules::Remembered;
 use crate::reader::{self, Poll, Storage};
 use crate::results::{self, InitializeInfo};
 use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
@@ -67,9 +68,10 @@ pub enum Event<'a> {
     /// Ask the observer (unless `cancelled`), then `decide`.
     Permission {
         ask: AskId,
+        /// Empty when `cancelled` (the observer is not asked).
         preview: PermissionRecord,
-        /// The session's cancel latch is tripped: the answer will be `cancelled` whatever
-        /// the observer says, so it need not be asked.
+        /// Decided without the observer (design/host.md §5 tiers 0–3): the session's cancel
+        /// latch is tripped, a remembered answer or a rule matched. The observer is not asked.
         cancelled: bool,
     },
     /// A call finished (`line` is its response; "" when a timer ended it).
@@ -153,6 +155,8 @@ struct Core {
     calls: Calls,
     sessions: Vec<SessionEntry>,
     asks: Vec<(AskId, Ask)>,
+    /// Per session: the answers kept by `remember=True` (forgotten when it closes).
+    remembered: std::collections::HashMap<String, Remembered>,
     next_ask: u64,
     done: VecDeque<(CallId, Result<Outcome, AcpError>)>,
     outbox: VecDeque<Vec<u8>>,
@@ -194,6 +198,7 @@ impl Connection {
                 calls: Calls::default(),
                 sessions: Vec::new(),
                 asks: Vec::new(),
+                remembered: Default::default(),
                 next_ask: 0,
                 done: VecDeque::new(),
                 outbox: VecDeque::new(),
@@ -318,7 +323,12 @@ impl Connection {
         self.core.cancel(session_id);
     }
 
-    pub fn decide(&mut self, ask: AskId, observer: Option<Selection>) -> Result<Decided, AcpError> {
+    /// Tiers 4–6 (unless 0–3 decided on arrival), the record, and the answer's bytes.
+    pub fn decide(
+        &mut self,
+        ask: AskId,
+        observer: Option<ObserverAnswer>,
+    ) -> Result<Decided, AcpError> {
         self.core.decide(ask, observer)
     }
 
@@ -423,6 +433,7 @@ impl Core {
     /// The checks every call makes before it takes an id, in the design's order.
     pub(super) fn forget_session(&mut self, session_id: &str) {
         self.sessions.retain(|s| s.id != session_id);
+        self.remembered.remove(session_id);
     }
 
     pub(super) fn abandon(&mut self, handle: CallId) {
@@ -507,7 +518,7 @@ impl Core {
     pub(super) fn decide(
         &mut self,
         ask: AskId,
-        observer: Option<Selection>,
+        observer: Option<ObserverAnswer>,
     ) -> Result<Decided, AcpError> {
         let index = self
             .asks
@@ -517,21 +528,26 @@ impl Core {
                 AcpError::Misuse("this permission request was already decided".into())
             })?;
         let (_, request) = self.asks.remove(index);
-        let selection = if self.latched(&request.record.session_id) {
-            Selection::cancelled()
-        } else {
-            observer.unwrap_or_else(|| request.policy_selection(&self.config.policy))
-        };
+        let session_id = request.record.session_id.clone();
+        let resolved = request.resolve(self.latched(&session_id), observer);
         let bytes = self.checked(
             encode::permission_answer(
                 &request.record.request_id,
-                &selection.outcome,
-                &selection.option_id,
+                &resolved.selection.outcome,
+                &resolved.selection.option_id,
             ),
             "the session/request_permission answer",
         )?;
+        if let Some((kind, title, decision)) = resolved.remember {
+            if self.session(&session_id).is_some() {
+                self.remembered
+                    .entry(session_id)
+                    .or_default()
+                    .keep(&kind, &title, decision);
+            }
+        }
         Ok(Decided {
-            record: request.with(&selection, true),
+            record: resolved.record,
             bytes,
         })
     }

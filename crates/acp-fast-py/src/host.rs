@@ -1,0 +1,146 @@
+//! The host side of the binding (design/host.md): the permission policy compiled from its
+//! Python object, the title patterns evaluated under the GIL, and the observer's answer read.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use acp_proto::limits::PermissionPolicy;
+use acp_proto::permission::{ObserverAnswer, Selection};
+use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitleRule};
+
+/// The policy's `re.Pattern` rules (their bound `search`), asked only when a tier reaches them.
+struct PyPatterns {
+    search: Vec<Py<PyAny>>,
+}
+
+impl TitleMatcher for PyPatterns {
+    fn search(&self, pattern: usize, title: &str) -> bool {
+        Python::attach(|py| {
+            self.search[pattern]
+                .call1(py, (title,))
+                .is_ok_and(|found| !found.is_none(py))
+        })
+    }
+
+    fn casefold(&self, title: &str) -> String {
+        Python::attach(|py| {
+            PyString::new(py, title)
+                .call_method0("casefold")
+                .and_then(|folded| folded.extract::<String>())
+                .unwrap_or_else(|_| title.to_lowercase())
+        })
+    }
+}
+
+fn strings(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
+    policy
+        .getattr(name)?
+        .try_iter()?
+        .map(|item| item?.extract::<String>())
+        .collect()
+}
+
+fn rules(
+    policy: &Bound<'_, PyAny>,
+    name: &str,
+    patterns: &mut Vec<Py<PyAny>>,
+) -> PyResult<Vec<Rule>> {
+    let mut compiled = Vec::new();
+    for rule in policy.getattr(name)?.try_iter()? {
+        let rule = rule?;
+        let kind: Option<String> = rule.getattr("kind")?.extract()?;
+        let title = rule.getattr("title")?;
+        let title = if title.is_none() {
+            TitleRule::Any
+        } else if let Ok(text) = title.cast::<PyString>() {
+            // Case-folded once, here, as Python folds it.
+            TitleRule::Folded(text.call_method0("casefold")?.extract()?)
+        } else if title.hasattr("search")? {
+            patterns.push(title.getattr("search")?.unbind());
+            TitleRule::Pattern(patterns.len() - 1)
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "PermissionRule.title must be a str, a re.Pattern or None (got {})",
+                title.repr()?
+            )));
+        };
+        compiled.push(Rule { kind, title });
+    }
+    Ok(compiled)
+}
+
+/// Compiles a `PermissionPolicy`-like object once (wave 1's two lists and host.md's rules).
+pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
+    let optional = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        if policy.hasattr(name)? {
+            Ok(Some(policy.getattr(name)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let mut patterns = Vec::new();
+    let (allow, deny) = if policy.hasattr("allow")? {
+        (
+            rules(policy, "allow", &mut patterns)?,
+            rules(policy, "deny", &mut patterns)?,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let default = match optional("default")? {
+        None => Decision::Deny,
+        Some(value) => {
+            let text: String = value.str()?.extract()?;
+            Decision::parse(&text).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "PermissionPolicy.default must be allow, deny or cancel (got {text:?})"
+                ))
+            })?
+        }
+    };
+    let flag = |name: &str| -> PyResult<bool> {
+        optional(name)?.map_or(Ok(false), |v| v.extract::<bool>())
+    };
+    let needs_matcher = !patterns.is_empty()
+        || allow
+            .iter()
+            .chain(&deny)
+            .any(|r| matches!(r.title, TitleRule::Folded(_)));
+    Ok(PermissionPolicy {
+        allowed_tool_kinds: strings(policy, "allowed_tool_kinds")?,
+        allowed_title_prefixes: strings(policy, "allowed_title_prefixes")?,
+        allow,
+        deny,
+        default,
+        persist: flag("persist")?,
+        remember: flag("remember")?,
+        matcher: Matcher(needs_matcher.then(|| {
+            Arc::new(PyPatterns { search: patterns }) as Arc<dyn TitleMatcher>
+        })),
+    })
+}
+
+/// `on_permission`'s answer as the facade passes it: ("reply", outcome, option id, option
+/// kind), ("outcome", decision, option id, reason), or None.
+pub(crate) fn observer_answer(answer: &Bound<'_, PyAny>) -> PyResult<Option<ObserverAnswer>> {
+    let Some((tag, a, b, c)) = answer.extract::<Option<(String, String, String, String)>>()? else {
+        return Ok(None);
+    };
+    let optional = |text: String| (!text.is_empty()).then_some(text);
+    Ok(Some(match tag.as_str() {
+        "reply" => ObserverAnswer::Reply(Selection {
+            outcome: a,
+            option_id: b,
+            option_kind: c,
+        }),
+        _ => ObserverAnswer::Outcome {
+            decision: Decision::parse(&a)
+                .ok_or_else(|| PyTypeError::new_err(format!("not a PermissionDecision: {a:?}")))?,
+            option_id: optional(b),
+            reason: optional(c),
+        },
+    }))
+}
