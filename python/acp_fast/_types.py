@@ -150,8 +150,7 @@ class PermissionRule:
         if title is not None and not isinstance(title, str):
             if not isinstance(title, re.Pattern) or not isinstance(title.pattern, str):
                 raise TypeError(
-                    "PermissionRule.title must be a str, a str re.Pattern or None "
-                    f"(got {title!r})"
+                    f"PermissionRule.title must be a str, a str re.Pattern or None (got {title!r})"
                 )
 
 

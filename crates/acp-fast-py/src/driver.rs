@@ -76,7 +76,7 @@ enum Flow<'py> {
     NeedInput,
     Finished(Result<Outcome, AcpError>),
     Updated(Bound<'py, Update>, Option<String>, Option<String>),
-    Permission(AskId, PermissionRecord, bool),
+    Permission(AskId, Box<PermissionRecord>, bool),
     Fail(Fail),
 }
 
@@ -190,7 +190,7 @@ impl<'py, 'c> Run<'py, 'c> {
                     ask,
                     preview,
                     cancelled,
-                })) => Flow::Permission(ask, preview, cancelled),
+                })) => Flow::Permission(ask, Box::new(preview), cancelled),
                 Ok(Some(Event::Done {
                     call: done,
                     outcome,
@@ -228,7 +228,7 @@ impl<'py, 'c> Run<'py, 'c> {
                     }
                 }
                 Flow::Permission(ask, preview, cancelled) => {
-                    self.permission(driven, ask, preview, cancelled)?
+                    self.permission(driven, ask, *preview, cancelled)?
                 }
                 Flow::NeedInput => {
                     if call.is_none() && until.is_none() {

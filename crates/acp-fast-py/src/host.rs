@@ -117,9 +117,10 @@ pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolic
         default,
         persist: flag("persist")?,
         remember: flag("remember")?,
-        matcher: Matcher(needs_matcher.then(|| {
-            Arc::new(PyPatterns { search: patterns }) as Arc<dyn TitleMatcher>
-        })),
+        matcher: Matcher(
+            needs_matcher
+                .then(|| Arc::new(PyPatterns { search: patterns }) as Arc<dyn TitleMatcher>),
+        ),
     })
 }
 

@@ -167,12 +167,7 @@ impl Ask {
     }
 
     /// Tiers 0–3 on arrival, and tiers 5–6 kept for later, under `policy`.
-    pub fn rule(
-        &mut self,
-        policy: &PermissionPolicy,
-        latched: bool,
-        remembered: Option<Decision>,
-    ) {
+    pub fn rule(&mut self, policy: &PermissionPolicy, latched: bool, remembered: Option<Decision>) {
         let persist = policy.persist;
         self.remember = policy.remember;
         let subject = self.subject();
@@ -181,7 +176,11 @@ impl Ask {
         } else if let Some(decision) = remembered.filter(|_| policy.remember) {
             Some(Ruling::new(decision, "remembered", true))
         } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher) {
-            Some(Ruling::new(Decision::Deny, format!("deny rule {i}"), persist))
+            Some(Ruling::new(
+                Decision::Deny,
+                format!("deny rule {i}"),
+                persist,
+            ))
         } else {
             rules::first_match(&policy.allow, &subject, &policy.matcher)
                 .map(|i| Ruling::new(Decision::Allow, format!("allow rule {i}"), persist))
@@ -240,8 +239,11 @@ impl Ask {
             }
         };
         // Tier 1 is already remembered; tier 0 selects no option, so nothing is kept.
-        let rememberable = !std::ptr::eq(ruling, &tier0)
-            && !self.ruled.as_ref().is_some_and(|r| r.reason == "remembered");
+        let remembered = self
+            .ruled
+            .as_ref()
+            .is_some_and(|r| r.reason == "remembered");
+        let rememberable = !(std::ptr::eq(ruling, &tier0) || remembered);
         self.finish(ruling, rememberable)
     }
 
@@ -261,7 +263,12 @@ impl Ask {
             Some((kind, id)) => Selection::selected(kind, id),
             None => Selection::cancelled(),
         };
-        self.resolved(selection, ruling.decision.as_str(), &ruling.reason, rememberable)
+        self.resolved(
+            selection,
+            ruling.decision.as_str(),
+            &ruling.reason,
+            rememberable,
+        )
     }
 
     /// A `PermissionReply`, sent verbatim; its decision is read from the chosen option's kind.
@@ -294,10 +301,11 @@ impl Ask {
         reason: &str,
         rememberable: bool,
     ) -> Resolved {
-        let remember = (self.remember && rememberable && selection.option_kind.ends_with("_always"))
-            .then(|| Decision::of_option_kind(&selection.option_kind))
-            .flatten()
-            .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
+        let remember =
+            (self.remember && rememberable && selection.option_kind.ends_with("_always"))
+                .then(|| Decision::of_option_kind(&selection.option_kind))
+                .flatten()
+                .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
         let mut record = self.with(&selection, true);
         record.decision = decision.to_owned();
         record.reason = reason.to_owned();

@@ -174,7 +174,10 @@ impl Ruling {
 
 /// The option chosen for a ruling among the offered `(kind, optionId)` pairs: `None` means the
 /// answer is `cancelled`.
-pub fn choose<'a>(ruling: &Ruling, offered: &'a [(&'a str, &'a str)]) -> Option<(&'a str, &'a str)> {
+pub fn choose<'a>(
+    ruling: &Ruling,
+    offered: &'a [(&'a str, &'a str)],
+) -> Option<(&'a str, &'a str)> {
     if ruling.decision == Decision::Cancel {
         return None;
     }
@@ -267,10 +270,19 @@ mod tests {
 
     #[test]
     fn option_choice_follows_the_order_and_persist() {
-        assert_eq!(choose(&ruling(Decision::Allow, false), &OFFERED), Some(("allow_once", "ao")));
-        assert_eq!(choose(&ruling(Decision::Allow, true), &OFFERED), Some(("allow_always", "aa")));
+        assert_eq!(
+            choose(&ruling(Decision::Allow, false), &OFFERED),
+            Some(("allow_once", "ao"))
+        );
+        assert_eq!(
+            choose(&ruling(Decision::Allow, true), &OFFERED),
+            Some(("allow_always", "aa"))
+        );
         // No reject_once: the last reject_always, as seed 000 does.
-        assert_eq!(choose(&ruling(Decision::Deny, false), &OFFERED), Some(("reject_always", "ra2")));
+        assert_eq!(
+            choose(&ruling(Decision::Deny, false), &OFFERED),
+            Some(("reject_always", "ra2"))
+        );
         assert_eq!(choose(&ruling(Decision::Cancel, false), &OFFERED), None);
         let only_reject = [("reject_once", "r")];
         assert_eq!(choose(&ruling(Decision::Allow, false), &only_reject), None);
