@@ -3,6 +3,7 @@
 
 use crate::encode::{ClientInfo, McpServer};
 use crate::error::AcpError;
+use crate::host::HostCapabilities;
 use crate::rules::{Decision, Matcher, Rule};
 
 /// Caps on traffic; every one must be above zero.
@@ -77,6 +78,8 @@ pub struct Config {
     pub agent_id: String,
     /// How long a timed-out turn may take to answer after its `session/cancel`, in ms.
     pub cancel_grace_ms: u64,
+    /// What the client advertises and serves (design/host.md §1); `None`: `{}`, wave 1.
+    pub capabilities: Option<HostCapabilities>,
     /// Whether the connection assembles the reply text itself. A host that already holds each
     /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
     /// and `TurnOutcome::response` is then empty.
@@ -94,6 +97,7 @@ impl Config {
             agent_id: "agent".into(),
             cancel_grace_ms: 5000,
             collect_reply: true,
+            capabilities: None,
         }
     }
 

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::*;
+use crate::host::ClientMethod;
 
 impl Core {
     // --- incoming lines --------------------------------------------------------------------
@@ -103,6 +104,11 @@ impl Core {
                     excerpt(line, 200)
                 ))),
             },
+            Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
+                let method = ClientMethod::from_wire(method).expect("checked");
+                let raw_id = message.id.expect("checked").get();
+                Ok(self.host_request(method, raw_id, envelope))
+            }
             Some(_) => {
                 if let Some(raw_id) = message.id {
                     let answer = self.checked(

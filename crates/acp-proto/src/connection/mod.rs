@@ -22,8 +22,11 @@ use std::collections::VecDeque;
 
 mod answers;
 mod checks;
+mod host;
 mod lines;
 mod requests;
+
+pub use host::{HostAnswer, HostId};
 
 use serde_json::Value;
 
@@ -78,6 +81,15 @@ pub enum Event<'a> {
     Done {
         call: CallId,
         outcome: Result<Outcome, AcpError>,
+        line: &'a str,
+    },
+    /// A host request (`fs/*`, `terminal/*`, design/host.md): `op` is what the OS side is asked
+    /// to do, or the refusal of checks 1–2; then `answer_host`, `on_activity`, `send_host`.
+    Host {
+        host: HostId,
+        method: crate::host::ClientMethod,
+        session_id: String,
+        op: Result<crate::host::HostOp, crate::host::HostError>,
         line: &'a str,
     },
     /// A line handled here: a notification dropped, a request answered "method not found", a
@@ -155,6 +167,8 @@ struct Core {
     calls: Calls,
     sessions: Vec<SessionEntry>,
     asks: Vec<(AskId, Ask)>,
+    hosts: Vec<host::PendingHost>,
+    next_host: u64,
     /// Per session: the answers kept by `remember=True` (forgotten when it closes).
     remembered: std::collections::HashMap<String, Remembered>,
     next_ask: u64,
@@ -199,6 +213,8 @@ impl Connection {
                 sessions: Vec::new(),
                 asks: Vec::new(),
                 remembered: Default::default(),
+                hosts: Vec::new(),
+                next_host: 0,
                 next_ask: 0,
                 done: VecDeque::new(),
                 outbox: VecDeque::new(),
