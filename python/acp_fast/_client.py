@@ -15,11 +15,13 @@ from typing import Any, Literal
 from . import _core, _shutdown, _spawn_args
 from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
+from ._host import activity_callback, capability_tuple
 from ._session import Session, content_tuples, turn_result
 from ._types import (
     Audio,
     AuthMethod,
     BlobResource,
+    ClientCapabilityConfig,
     ClientInfo,
     ContentBlock,
     Image,
@@ -167,6 +169,9 @@ class _CoreOptions:
     stderr_tail_bytes: object
     agent_id: str
     cancel_grace: float
+    #: None (advertise nothing), else `_host.capability_tuple`'s tuple (host.md §1).
+    capabilities: tuple[Any, ...] | None = None
+    on_activity: Any = None
 
 
 def mcp_tuple(server: Any) -> tuple[Any, ...]:
@@ -235,6 +240,7 @@ class Client:
         agent_id: str | None = None,
         session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
+        capabilities: ClientCapabilityConfig | None = None,
     ) -> None:
         self._core: _core.CoreClient | None = None
         if isinstance(args, str):
@@ -250,6 +256,7 @@ class Client:
         self._cwd = spawn.cwd
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy
+        self._capabilities = capabilities
         self._sessions: dict[str, Session] = {}
         self._default: Session | None = None
         self._cancel_grace = float(cancel_grace)
@@ -296,6 +303,10 @@ class Client:
                 stderr_tail_bytes=stderr_tail_bytes,
                 agent_id=self.agent_id,
                 cancel_grace=self._cancel_grace,
+                capabilities=capability_tuple(capabilities),
+                on_activity=activity_callback(
+                    getattr(observer, "on_activity", None) if has else None
+                ),
             )
         )
         with _live_lock:
@@ -327,6 +338,8 @@ class Client:
 
     def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
         session = Session(self, session_id, cwd, directories)
+        if self._capabilities is not None:
+            self._live.host_roots(session_id, cwd, list(directories))
         self._sessions[session_id] = session
         if self._default is None:
             self._default = session
@@ -335,6 +348,8 @@ class Client:
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.session_id, None)
         self._states.pop(session.session_id, None)
+        if self._core is not None and self._capabilities is not None:
+            self._core.host_forget(session.session_id)
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -419,6 +434,9 @@ class Client:
         path = self._session_cwd(cwd)
         directories = tuple(os.fspath(d) for d in additional_directories)
         servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        if self._capabilities is not None:
+            # Roots first: a replay may carry host requests for this session.
+            self._live.host_roots(session_id, path, list(directories))
         self._live.load_session(session_id, path, servers, list(directories), resume)
         return self._opened(session_id, path, directories)
 

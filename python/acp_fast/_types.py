@@ -7,6 +7,7 @@ and behaves like the frozen data classes here (equality, repr, hash).
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -236,6 +237,76 @@ class PermissionOutcome:
                 raise TypeError(f"{name} must be a str or None (got {value!r})")
 
 
+@dataclass(frozen=True)
+class ClientCapabilityConfig:
+    """What the client advertises in `initialize` and serves (design/host.md §1); fixed for the
+    client's life. Files are confined to each session's cwd and additional directories (and
+    ``additional_directories`` here) after resolving symlinks and ``..``; ``allow_any_path``
+    lifts that and should stay off."""
+
+    read_text_file: bool = True
+    write_text_file: bool = True
+    terminal: bool = True
+    additional_directories: tuple[str, ...] = ()
+    allow_any_path: bool = False
+    #: The host's cap on a terminal's retained output, in bytes (> 0).
+    terminal_output_bytes: int = 1 << 20
+    #: A missing file inside the roots reads as "" (Gemini CLI's write tool reads first).
+    read_missing_as_empty: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (
+            "read_text_file",
+            "write_text_file",
+            "terminal",
+            "allow_any_path",
+            "read_missing_as_empty",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool (got {getattr(self, name)!r})")
+        directories = _strings(self.additional_directories, "additional_directories")
+        for directory in directories:
+            if not os.path.isabs(directory):
+                raise ValueError(f"additional_directories must be absolute (got {directory!r})")
+        object.__setattr__(
+            self, "additional_directories", tuple(os.path.realpath(d) for d in directories)
+        )
+        size = self.terminal_output_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"terminal_output_bytes must be an int above zero (got {size!r})")
+
+
+class ClientMethod(enum.StrEnum):
+    """A host request's method; values are the wire names."""
+
+    FS_READ_TEXT_FILE = "fs/read_text_file"
+    FS_WRITE_TEXT_FILE = "fs/write_text_file"
+    TERMINAL_CREATE = "terminal/create"
+    TERMINAL_OUTPUT = "terminal/output"
+    TERMINAL_WAIT_FOR_EXIT = "terminal/wait_for_exit"
+    TERMINAL_KILL = "terminal/kill"
+    TERMINAL_RELEASE = "terminal/release"
+
+
+@dataclass(frozen=True)
+class ClientActivity:
+    """One `fs/*` or `terminal/*` request from the agent and what was answered.
+
+    ``allowed`` is False when the request was refused by the capability, params or
+    confinement checks (``reason`` says why); an operation that ran and failed (a missing
+    file) is allowed with its ``error_code``.
+    """
+
+    method: ClientMethod
+    allowed: bool
+    path: str | None = None
+    command: str | None = None
+    terminal_id: str | None = None
+    reason: str | None = None
+    session_id: str = ""
+    error_code: int | None = None
+
+
 # --- permission records ----------------------------------------------------------------------
 
 
@@ -448,10 +519,11 @@ ContentBlock = Text | Image | Audio | TextResource | BlobResource | ResourceLink
 
 @dataclass(frozen=True)
 class Observer:
-    """A ready observer holding up to three callables; any may be None."""
+    """A ready observer holding up to four callables; any may be None."""
 
     on_update: Callable[[Update], None] | None = None
     on_permission: (
         Callable[[PermissionRequest], PermissionReply | PermissionOutcome | None] | None
     ) = None
     on_permission_commit: Callable[[PermissionRequest], None] | None = None
+    on_activity: Callable[[ClientActivity], None] | None = None

@@ -24,6 +24,11 @@ class Recorder:
         self.commits: list[acp.PermissionRequest] = []
         self.activity: list[Any] = []
         self.answer = on_permission
+        self.log: Path | None = None  # every line the agent received
+
+    def received(self) -> list[str]:
+        assert self.log is not None
+        return self.log.read_text().splitlines()
 
     def on_update(self, update: acp.Update) -> None:
         self.updates.append(update)
@@ -69,6 +74,7 @@ def make_host_client(tmp_path: Path) -> Iterator[MakeClient]:
         }
         settings.update(options)
         log = tmp_path / f"agent{len(clients)}.log"
+        recorder.log = log
         client = acp.Client(sys.executable, args=["-I", str(AGENT), str(log)], **settings)
         clients.append(client)
         if start:

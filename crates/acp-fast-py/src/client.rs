@@ -408,6 +408,7 @@ impl CoreClient {
             on_sent: get("on_sent")?,
             on_received: get("on_received")?,
             fold: get("fold")?,
+            on_activity: get("on_activity")?,
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();
@@ -422,6 +423,7 @@ impl CoreClient {
                 conn,
                 pipes: Some(pipes),
                 callbacks,
+                host: crate::host::Host::new(options)?,
             }),
             agent: Mutex::new(Some(agent)),
             published: Mutex::new(published),

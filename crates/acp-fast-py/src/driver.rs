@@ -19,6 +19,7 @@ use acp_proto::{AskId, Connection, Event, Outcome};
 
 use crate::client::{CoreClient, Shared};
 use crate::errors::{json_loads, kind_names, CallError};
+use crate::host::{HostFailure, HostRequest};
 use crate::reply::{text_object, ReplyBuilder};
 use crate::update::Update;
 
@@ -34,6 +35,8 @@ pub(crate) struct Callbacks {
     pub on_received: Option<Py<PyAny>>,
     /// The session fold, after the update was admitted (`session_state` on).
     pub fold: Option<Py<PyAny>>,
+    /// `observer.on_activity`: one record per host request (design/host.md §4).
+    pub on_activity: Option<Py<PyAny>>,
 }
 
 impl Callbacks {
@@ -45,6 +48,7 @@ impl Callbacks {
             &self.on_sent,
             &self.on_received,
             &self.fold,
+            &self.on_activity,
         ]
         .into_iter()
         .flatten()
@@ -56,6 +60,8 @@ pub(crate) struct Driven {
     pub conn: Connection,
     pub pipes: Option<PipeTransport>,
     pub callbacks: Callbacks,
+    /// Files and terminals served for the agent (host.rs).
+    pub host: crate::host::Host,
 }
 
 /// Why a call stopped the client: the callback and what it raised.
@@ -77,6 +83,7 @@ enum Flow<'py> {
     Finished(Result<Outcome, AcpError>),
     Updated(Bound<'py, Update>, Option<String>, Option<String>),
     Permission(AskId, Box<PermissionRecord>, bool),
+    Host(Box<HostRequest>),
     Fail(Fail),
 }
 
@@ -200,6 +207,16 @@ impl<'py, 'c> Run<'py, 'c> {
                     Ok(()) if Some(done) == call => Flow::Finished(outcome),
                     Ok(()) => Flow::Continue,
                 },
+                Ok(Some(Event::Host {
+                    host,
+                    session_id,
+                    op,
+                    line,
+                    ..
+                })) => match self.tap(&driven.callbacks, line) {
+                    Err(fail) => Flow::Fail(fail),
+                    Ok(()) => Flow::Host(Box::new((host, session_id, op))),
+                },
                 Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
                     Err(fail) => Flow::Fail(fail),
                     Ok(()) => Flow::Continue,
@@ -227,6 +244,13 @@ impl<'py, 'c> Run<'py, 'c> {
                         }
                     }
                 }
+                Flow::Host(request) => match crate::host::serve(self.py, driven, *request) {
+                    Ok(()) => {}
+                    Err(HostFailure::Activity(error)) => {
+                        return Err(self.fail(driven, Fail::Callback("on_activity", error)))
+                    }
+                    Err(HostFailure::Call(error)) => return Err(error),
+                },
                 Flow::Permission(ask, preview, cancelled) => {
                     self.permission(driven, ask, *preview, cancelled)?
                 }

@@ -182,6 +182,7 @@ pub(crate) fn read(
         cancel_grace_ms: (cancel_grace * 1000.0).ceil() as u64,
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
+        capabilities: crate::host::read_capabilities(options)?,
     };
     Ok(Ok(Options {
         config,
