@@ -87,6 +87,8 @@ struct Published {
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
     pub(crate) call: Mutex<Driven>,
+    /// Kills the agent's terminals from any thread (request_cancel, close).
+    pub(crate) host_kill: crate::host::KillSwitch,
     agent: Mutex<Option<Agent>>,
     published: Mutex<Published>,
     pub(crate) shared: Shared,
@@ -418,12 +420,14 @@ impl CoreClient {
             reader: Some(conn.reader_status()),
             ..Published::default()
         };
+        let host = crate::host::Host::new(options)?;
         Ok(CoreClient {
+            host_kill: host.kill_switch(),
             call: Mutex::new(Driven {
                 conn,
                 pipes: Some(pipes),
                 callbacks,
-                host: crate::host::Host::new(options)?,
+                host,
             }),
             agent: Mutex::new(Some(agent)),
             published: Mutex::new(published),
@@ -470,6 +474,7 @@ impl CoreClient {
             .store(true, Ordering::SeqCst);
         self.shared.wake();
         self.stop_agent(py, false);
+        py.detach(|| self.host_kill.kill_all());
     }
 
     /// Stops the agent's group, reaps the agent and releases the pipes. Idempotent; any
@@ -500,6 +505,7 @@ impl CoreClient {
         self.shared.flags.closed.store(true, Ordering::SeqCst);
         self.shared.wake();
         self.stop_agent(py, true);
+        py.detach(|| self.host_kill.kill_all());
         if let Ok(mut driven) = self.call.try_lock() {
             driven.pipes = None;
             *lock(&self.shared.waker) = None;

@@ -163,6 +163,11 @@ impl<'py, 'c> Run<'py, 'c> {
         loop {
             self.check_stops()?;
             self.take_cancels(&mut driven.conn);
+            if driven.host.exits_pending() {
+                if let Err(failure) = crate::host::answer_waits(self.py, driven) {
+                    return Err(self.host_failure(driven, failure));
+                }
+            }
             self.flush(driven)?;
             // Only turns with a timeout have deadlines; most lines read no clock.
             if driven.conn.poll_timeout().is_some() {
@@ -209,13 +214,13 @@ impl<'py, 'c> Run<'py, 'c> {
                 },
                 Ok(Some(Event::Host {
                     host,
+                    method,
                     session_id,
                     op,
                     line,
-                    ..
                 })) => match self.tap(&driven.callbacks, line) {
                     Err(fail) => Flow::Fail(fail),
-                    Ok(()) => Flow::Host(Box::new((host, session_id, op))),
+                    Ok(()) => Flow::Host(Box::new((host, method, session_id, op))),
                 },
                 Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
                     Err(fail) => Flow::Fail(fail),
@@ -244,13 +249,11 @@ impl<'py, 'c> Run<'py, 'c> {
                         }
                     }
                 }
-                Flow::Host(request) => match crate::host::serve(self.py, driven, *request) {
-                    Ok(()) => {}
-                    Err(HostFailure::Activity(error)) => {
-                        return Err(self.fail(driven, Fail::Callback("on_activity", error)))
+                Flow::Host(request) => {
+                    if let Err(failure) = crate::host::serve(self.py, driven, *request) {
+                        return Err(self.host_failure(driven, failure));
                     }
-                    Err(HostFailure::Call(error)) => return Err(error),
-                },
+                }
                 Flow::Permission(ask, preview, cancelled) => {
                     self.permission(driven, ask, *preview, cancelled)?
                 }
@@ -316,6 +319,13 @@ impl<'py, 'c> Run<'py, 'c> {
         }
         driven.conn.send(decided);
         Ok(())
+    }
+
+    fn host_failure(&self, driven: &mut Driven, failure: HostFailure) -> CallError {
+        match failure {
+            HostFailure::Activity(error) => self.fail(driven, Fail::Callback("on_activity", error)),
+            HostFailure::Call(error) => error,
+        }
     }
 
     /// Stops the client after a callback failed (or the observer lacks one).

@@ -3,15 +3,17 @@
 //! host requests served (files through `acp_os::fs`, then `on_activity`, then the answer).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ffi::OsString;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use acp_os::fs::{self, Roots};
+use acp_os::terminal::{Spawn, Terminals};
 use acp_proto::error::AcpError;
-use acp_proto::host::{HostCapabilities, HostError, HostOk, HostOp};
+use acp_proto::host::{ClientMethod, HostCapabilities, HostError, HostOk, HostOp};
 use acp_proto::limits::PermissionPolicy;
 use acp_proto::HostId;
 
@@ -177,66 +179,214 @@ pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<H
     )
 }
 
-/// The OS side of host requests: the settings and each session's roots.
+/// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
+/// kill them from any thread.
+#[derive(Clone, Default)]
+pub(crate) struct KillSwitch(Arc<OnceLock<Arc<Terminals>>>);
+
+impl KillSwitch {
+    pub(crate) fn kill_all(&self) {
+        if let Some(terminals) = self.0.get() {
+            terminals.close();
+        }
+    }
+}
+
+/// The OS side of host requests: the settings, each session's roots, the terminals and the
+/// `terminal/wait_for_exit` requests waiting for an exit.
 #[derive(Default)]
 pub(crate) struct Host {
     additional_directories: Vec<String>,
     allow_any_path: bool,
     read_missing_as_empty: bool,
+    terminal_output_bytes: u64,
+    /// The terminals' base environment: the client's `env`, else the host's at construction.
+    env: Vec<(OsString, OsString)>,
     /// Per open session: its cwd, the config's and its own additional directories.
     roots: HashMap<String, Roots>,
+    terminals: KillSwitch,
+    waits: Vec<(HostId, String)>,
+}
+
+/// What running a request gave: an answer now (and the activity's path, for a terminal's
+/// effective cwd), or a wait for a terminal's exit.
+enum Ran {
+    Answer(Result<HostOk, HostError>, Option<String>),
+    Wait(String),
+}
+
+fn unknown_terminal(id: &str) -> HostError {
+    HostError::refused("unknown terminal", "terminalId", id)
 }
 
 impl Host {
     pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
-        let Some((_, _, _, additional, allow_any, _, missing_as_empty)) = config_tuple(options)?
+        let Some((_, _, _, additional, allow_any, output_bytes, missing_as_empty)) =
+            config_tuple(options)?
         else {
             return Ok(Host::default());
+        };
+        let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
+        let env = match env {
+            Some(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            None => std::env::vars_os().collect(),
         };
         Ok(Host {
             additional_directories: additional,
             allow_any_path: allow_any,
             read_missing_as_empty: missing_as_empty,
+            terminal_output_bytes: output_bytes,
+            env,
             roots: HashMap::new(),
+            terminals: KillSwitch::default(),
+            waits: Vec::new(),
         })
     }
 
+    pub(crate) fn kill_switch(&self) -> KillSwitch {
+        self.terminals.clone()
+    }
+
+    fn terminals(&self) -> std::io::Result<&Arc<Terminals>> {
+        if let Some(terminals) = self.terminals.0.get() {
+            return Ok(terminals);
+        }
+        let made = Terminals::new()?;
+        Ok(self.terminals.0.get_or_init(|| made))
+    }
+
+    /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
+    pub(crate) fn exits_pending(&self) -> bool {
+        !self.waits.is_empty() && self.terminals.0.get().is_some_and(|t| t.take_exits())
+    }
+
     /// Runs a checked request (no GIL needed): confinement, then the operation.
-    fn run(&self, session_id: &str, op: HostOp, request_bytes: usize) -> Result<HostOk, HostError> {
+    fn run(&self, session_id: &str, op: HostOp, request_bytes: usize) -> Ran {
         let no_roots = Roots::default();
         let roots = self.roots.get(session_id).unwrap_or(&no_roots);
+        let answer = |result| Ran::Answer(result, None);
         match op {
-            HostOp::Read { path, line, limit } => {
-                let target = fs::confine(roots, &path, self.allow_any_path)
-                    .map_err(|e| e.host_error(&path))?;
-                fs::read_text_file(
-                    &target,
-                    line,
-                    limit,
-                    request_bytes,
-                    self.read_missing_as_empty,
-                )
-                .map(HostOk::Content)
-                .map_err(|e| e.host_error(&path))
-            }
-            HostOp::Write { path, content } => {
-                let target = fs::confine(roots, &path, self.allow_any_path)
-                    .map_err(|e| e.host_error(&path))?;
-                fs::write_text_file(&target, &content)
+            HostOp::Read { path, line, limit } => answer(
+                fs::confine(roots, &path, self.allow_any_path)
+                    .and_then(|target| {
+                        fs::read_text_file(
+                            &target,
+                            line,
+                            limit,
+                            request_bytes,
+                            self.read_missing_as_empty,
+                        )
+                    })
+                    .map(HostOk::Content)
+                    .map_err(|e| e.host_error(&path)),
+            ),
+            HostOp::Write { path, content } => answer(
+                fs::confine(roots, &path, self.allow_any_path)
+                    .and_then(|target| fs::write_text_file(&target, &content))
                     .map(|()| HostOk::Empty)
-                    .map_err(|e| e.host_error(&path))
+                    .map_err(|e| e.host_error(&path)),
+            ),
+            HostOp::TerminalCreate {
+                command,
+                args,
+                env,
+                cwd,
+                output_byte_limit,
+            } => {
+                let cwd = cwd.unwrap_or_else(|| {
+                    roots
+                        .cwd()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                });
+                let result = self.create(
+                    session_id,
+                    roots,
+                    &cwd,
+                    command,
+                    args,
+                    env,
+                    output_byte_limit,
+                );
+                Ran::Answer(result, Some(cwd))
             }
-            HostOp::TerminalCreate { .. } | HostOp::Terminal { .. } => Err(HostError::failed(
-                -32603,
-                "terminals are not served by this build",
-                None,
-            )),
+            HostOp::Terminal { terminal_id } => answer(Err(unknown_terminal(&terminal_id))),
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        session_id: &str,
+        roots: &Roots,
+        cwd: &str,
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        output_byte_limit: Option<u64>,
+    ) -> Result<HostOk, HostError> {
+        let target = fs::confine(roots, cwd, self.allow_any_path).map_err(|e| e.host_error(cwd))?;
+        let dir = fs::open_dir(&target).map_err(|e| e.host_error(cwd))?;
+        let mut full = self.env.clone();
+        for (name, value) in env {
+            let name = OsString::from(name);
+            full.retain(|(k, _)| *k != name);
+            full.push((name, OsString::from(value)));
+        }
+        let limit = output_byte_limit
+            .unwrap_or(self.terminal_output_bytes)
+            .min(self.terminal_output_bytes);
+        let spawn = Spawn {
+            command,
+            args,
+            env: full,
+            cwd: dir,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        };
+        self.terminals()
+            .and_then(|t| t.create(session_id, spawn))
+            .map(HostOk::TerminalCreated)
+            .map_err(|e| HostError::failed(-32603, &fs::strerror(&e), None))
+    }
+
+    /// `terminal/output|wait_for_exit|kill|release` (quick: no GIL release needed).
+    fn terminal(&self, method: ClientMethod, session_id: &str, id: &str) -> Ran {
+        let Some(terminals) = self.terminals.0.get() else {
+            return Ran::Answer(Err(unknown_terminal(id)), None);
+        };
+        let result = match method {
+            ClientMethod::TerminalOutput => {
+                terminals
+                    .output(id, session_id)
+                    .map(|(bytes, truncated, exit)| HostOk::Output {
+                        output: String::from_utf8_lossy(&bytes).into_owned(),
+                        truncated,
+                        exit,
+                    })
+            }
+            ClientMethod::TerminalWaitForExit => match terminals.exit_status(id, session_id) {
+                Some(Some(status)) => Some(HostOk::Exit(status)),
+                Some(None) => return Ran::Wait(id.to_owned()),
+                None => None,
+            },
+            ClientMethod::TerminalKill => terminals.kill(id, session_id).then_some(HostOk::Empty),
+            _ => terminals.release(id, session_id).then_some(HostOk::Empty),
+        };
+        Ran::Answer(result.ok_or_else(|| unknown_terminal(id)), None)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.terminals.kill_all(); // garbage collection of the client
     }
 }
 
 /// A host request as the driver hands it over: its id, session and checked operation.
-pub(crate) type HostRequest = (HostId, String, Result<HostOp, HostError>);
+pub(crate) type HostRequest = (HostId, ClientMethod, String, Result<HostOp, HostError>);
 
 /// Why serving a host request stopped the call.
 pub(crate) enum HostFailure {
@@ -252,22 +402,75 @@ impl From<AcpError> for HostFailure {
 }
 
 /// One host request: the operation without the GIL, the answer and its activity, then
-/// `on_activity`, then the answer is queued (design/host.md §4).
+/// `on_activity`, then the answer is queued (design/host.md §4). A `wait_for_exit` on a
+/// running terminal waits in `Host::waits` and is answered by `answer_waits`.
 pub(crate) fn serve(
     py: Python<'_>,
     driven: &mut Driven,
     request: HostRequest,
 ) -> Result<(), HostFailure> {
-    let (host, session_id, op) = request;
+    let (host, method, session_id, op) = request;
     let request_bytes = driven.conn.config().limits.request_bytes;
-    let result = match op {
-        Err(refused) => Err(refused),
+    let ran = match op {
+        Err(refused) => Ran::Answer(Err(refused), None),
+        Ok(HostOp::Terminal { terminal_id }) => {
+            driven.host.terminal(method, &session_id, &terminal_id)
+        }
         Ok(op) => {
             let state = &driven.host;
             py.detach(|| state.run(&session_id, op, request_bytes))
         }
     };
-    let answer = driven.conn.answer_host(host, result, None)?;
+    match ran {
+        Ran::Wait(terminal_id) => {
+            driven.host.waits.push((host, terminal_id));
+            Ok(())
+        }
+        Ran::Answer(result, path) => {
+            let result = fit_output(&driven.conn, host, result, request_bytes);
+            answer(py, driven, host, result, path)
+        }
+    }
+}
+
+/// Terminal output cut further from the front (on a character boundary, `truncated` set)
+/// until its answer fits `request_bytes`.
+fn fit_output(
+    conn: &acp_proto::Connection,
+    host: HostId,
+    mut result: Result<HostOk, HostError>,
+    request_bytes: usize,
+) -> Result<HostOk, HostError> {
+    let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
+    for _ in 0..8 {
+        let size = acp_proto::host::answer(&raw_id, &result).len();
+        let Ok(HostOk::Output {
+            output, truncated, ..
+        }) = &mut result
+        else {
+            break;
+        };
+        if size <= request_bytes || output.is_empty() {
+            break;
+        }
+        let mut cut = (size - request_bytes).min(output.len());
+        while !output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        output.drain(..cut);
+        *truncated = true;
+    }
+    result
+}
+
+fn answer(
+    py: Python<'_>,
+    driven: &mut Driven,
+    host: HostId,
+    result: Result<HostOk, HostError>,
+    path: Option<String>,
+) -> Result<(), HostFailure> {
+    let answer = driven.conn.answer_host(host, result, path)?;
     if let Some(callback) = &driven.callbacks.on_activity {
         let a = &answer.activity;
         let record = (
@@ -286,6 +489,35 @@ pub(crate) fn serve(
     }
     driven.conn.send_host(answer);
     Ok(())
+}
+
+/// Answers every `wait_for_exit` whose terminal has exited; drops those already answered
+/// (`$/cancel_request`).
+pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), HostFailure> {
+    let Some(terminals) = driven.host.terminals.0.get().cloned() else {
+        return Ok(());
+    };
+    let waits = std::mem::take(&mut driven.host.waits);
+    let mut left = Vec::new();
+    let mut failure = None;
+    for (host, terminal_id) in waits {
+        if failure.is_some() || driven.conn.host_raw_id(host).is_none() {
+            if failure.is_some() {
+                left.push((host, terminal_id));
+            }
+            continue;
+        }
+        match terminals.exit_of(&terminal_id) {
+            Some(status) => {
+                if let Err(error) = answer(py, driven, host, Ok(HostOk::Exit(status)), None) {
+                    failure = Some(error);
+                }
+            }
+            None => left.push((host, terminal_id)),
+        }
+    }
+    driven.host.waits.extend(left);
+    failure.map_or(Ok(()), Err)
 }
 
 #[pymethods]
@@ -307,10 +539,13 @@ impl CoreClient {
         Ok(())
     }
 
-    /// Forgets a closed session's roots.
+    /// Forgets a closed session's roots and releases its terminals.
     fn host_forget(&self, session_id: String) {
         if let Ok(mut driven) = self.call.try_lock() {
             driven.host.roots.remove(&session_id);
+            if let Some(terminals) = driven.host.terminals.0.get() {
+                terminals.release_session(&session_id);
+            }
         }
     }
 }

@@ -43,6 +43,11 @@ impl Roots {
     pub fn real(&self) -> impl Iterator<Item = &Path> {
         self.roots.iter().map(|(_, real)| real.as_path())
     }
+
+    /// The first root as given (a session's cwd: a terminal's default directory).
+    pub fn cwd(&self) -> Option<&Path> {
+        self.roots.first().map(|(lexical, _)| lexical.as_path())
+    }
 }
 
 /// `path` normalised lexically: `.` and repeated `/` dropped, `..` taking one component off
@@ -265,6 +270,16 @@ fn open_parent(target: &Target, create: bool) -> Result<(OwnedFd, Option<&OsStr>
         dir = next.map_err(|e| refused_if_symlink(&dir, name, e))?;
     }
     Ok((dir, Some(last.as_os_str())))
+}
+
+/// Opens the confined directory itself (a terminal's cwd), without following symlinks.
+pub fn open_dir(target: &Target) -> Result<OwnedFd, FsError> {
+    let (dir, name) = open_parent(target, false)?;
+    let Some(name) = name else {
+        return Ok(dir);
+    };
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    open_at(Some(&dir), name, flags, 0).map_err(|e| refused_if_symlink(&dir, name, e))
 }
 
 /// Reads lines `line..line+limit` (1-based; `limit` None: to the end) of the confined file,

@@ -148,6 +148,24 @@ impl Core {
         })
     }
 
+    /// `$/cancel_request` naming a host request still being served (a pending
+    /// `terminal/wait_for_exit`): it is answered `-32800` (sessions.md §5). Anything else: None.
+    pub(super) fn cancel_host<'a>(&mut self, line: &'a str) -> Option<Event<'a>> {
+        let value: Value = serde_json::from_str(line).ok()?;
+        let wanted = value.get("params")?.get("requestId")?;
+        let pending = self
+            .hosts
+            .iter()
+            .find(|h| serde_json::from_str::<Value>(&h.raw_id).is_ok_and(|id| &id == wanted))?;
+        Some(Event::Host {
+            host: pending.id,
+            method: pending.method,
+            session_id: pending.session_id.clone(),
+            op: Err(HostError::failed(-32800, "request cancelled", None)),
+            line,
+        })
+    }
+
     /// The raw id of a pending host request (`$/cancel_request` matching).
     pub(super) fn host_raw_id(&self, host: HostId) -> Option<&str> {
         self.hosts

@@ -104,6 +104,9 @@ impl Core {
                     excerpt(line, 200)
                 ))),
             },
+            Some("$/cancel_request") if message.id.is_none() => Ok(self
+                .cancel_host(envelope)
+                .unwrap_or(Event::Other { line: envelope })),
             Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
                 let method = ClientMethod::from_wire(method).expect("checked");
                 let raw_id = message.id.expect("checked").get();
