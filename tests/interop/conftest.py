@@ -116,6 +116,7 @@ class Harness:
         limits: acp.TransferLimits = LIMITS,
         observer: Any = None,
         new_session: bool = True,
+        capabilities: acp.ClientCapabilityConfig | None = None,
     ) -> Run:
         """Constructs the client (the agent starts) and calls `start(new_session=...)`."""
         number = len(self.runs)
@@ -136,6 +137,7 @@ class Harness:
             env=start.env,
             permission_policy=policy or acp.PermissionPolicy(),
             observer=observer or journal,
+            capabilities=capabilities,
         )
         run = Run(client, journal, start, wire_in, wire_out)
         self.runs.append(run)
