@@ -441,6 +441,9 @@ fn fit_output(
     mut result: Result<HostOk, HostError>,
     request_bytes: usize,
 ) -> Result<HostOk, HostError> {
+    if !matches!(result, Ok(HostOk::Output { .. })) {
+        return result; // only terminal output is cut; other answers are checked by the connection
+    }
     let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
     for _ in 0..8 {
         let size = acp_proto::host::answer(&raw_id, &result).len();

@@ -327,7 +327,8 @@ fn read_lines(
     if end == Some(first) {
         return Ok(String::new());
     }
-    let mut kept = Vec::new();
+    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    let mut kept = Vec::with_capacity(size.min(max_bytes));
     let mut line = 1u64;
     let mut buf = vec![0u8; 64 * 1024];
     'read: loop {
@@ -342,7 +343,7 @@ fn read_lines(
             if end.is_some_and(|end| line >= end) {
                 break 'read;
             }
-            let (piece, newline) = match memchr_newline(rest) {
+            let (piece, newline) = match memchr::memchr(b'\n', rest) {
                 Some(at) => (&rest[..=at], true),
                 None => (rest, false),
             };
@@ -359,10 +360,6 @@ fn read_lines(
         }
     }
     String::from_utf8(kept).map_err(|_| FsError::NotUtf8)
-}
-
-fn memchr_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
 }
 
 fn temporary_name(name: &OsStr) -> OsString {
