@@ -121,7 +121,9 @@ def handle(message: dict[str, Any]) -> None:
     method = message.get("method")
     request_id = message.get("id")
     if method == "initialize":
-        send({"id": request_id, "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        capabilities = {"sessionCapabilities": {"additionalDirectories": {}}}
+        result = {"protocolVersion": 1, "agentCapabilities": capabilities}
+        send({"id": request_id, "result": result})
     elif method == "session/new":
         sessions += 1
         send({"id": request_id, "result": {"sessionId": f"s{sessions}"}})

@@ -297,3 +297,15 @@ def test_config_validation() -> None:
         acp.ClientCapabilityConfig(terminal=1)  # type: ignore[arg-type]
     config = acp.ClientCapabilityConfig(additional_directories=(os.path.join("/tmp", "."),))
     assert config.additional_directories == (os.path.realpath("/tmp"),)
+
+
+def test_a_sessions_own_additional_directories_are_roots(
+    make_host_client: MakeClient, root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    extra = tmp_path_factory.mktemp("mine")
+    (extra / "m.txt").write_text("mine")
+    client, _ = make_host_client(capabilities=FS)
+    other = client.new_session(additional_directories=[str(extra)])
+    assert run(other, [read(extra / "m.txt")])[0]["result"] == {"content": "mine"}
+    # The default session was opened without it.
+    assert run(client, [read(extra / "m.txt")])[0]["error"]["code"] == -32602

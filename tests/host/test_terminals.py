@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -250,3 +251,50 @@ def test_terminals_not_advertised(make_host_client: MakeClient) -> None:
     answers = run(client, [create("true"), term("output")])
     assert [a["error"]["code"] for a in answers] == [-32601, -32601]
     assert rec.activity[0].reason == "capability not advertised: terminal"
+
+
+def test_several_waits_on_one_terminal_are_all_answered(make_host_client: MakeClient) -> None:
+    client, _ = make_host_client(capabilities=TERM)
+    answers = run(
+        client,
+        [
+            create("sleep 0.2; exit 4"),
+            term("wait_for_exit", send=True),
+            term("wait_for_exit", send=True),
+            {"collect": 2},
+        ],
+    )
+    assert [a["result"] for a in answers[1:]] == [{"exitCode": 4, "signal": None}] * 2
+
+
+EXIT_WITHOUT_CLOSE = """
+import sys, time, acp_fast as acp
+sys.path.insert(0, {tests!r})
+client = acp.Client(sys.executable, args=["-I", {agent!r}, {log!r}],
+    reader_limits=acp.DEFAULT_READER_LIMITS,
+    transfer_limits=acp.TransferLimits(1 << 20, 1 << 20, 1 << 20, 1024, 1024),
+    transport_epoch=1, cwd={cwd!r}, observer=type("O", (), {{"on_update": lambda s, u: None}})(),
+    capabilities=acp.ClientCapabilityConfig())
+client.start()
+steps = [{{"request": {{"method": "terminal/create",
+    "params": {{"command": "sh", "args": ["-c", "echo $$ > {pidfile}; exec sleep 1000"]}}}}}}]
+import json
+client.prompt(json.dumps(steps))
+while not open({pidfile!r}).read().endswith("\\n"):
+    time.sleep(0.01)
+"""
+
+
+def test_interpreter_exit_kills_terminals(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    pidfile.write_text("")
+    code = EXIT_WITHOUT_CLOSE.format(
+        tests=str(Path(__file__).parent),
+        agent=str(AGENT),
+        log=str(tmp_path / "log"),
+        cwd=str(tmp_path),
+        pidfile=str(pidfile),
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    pid = int(pidfile.read_text())
+    eventually(lambda: not alive(pid))
