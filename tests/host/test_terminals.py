@@ -298,3 +298,13 @@ def test_interpreter_exit_kills_terminals(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     pid = int(pidfile.read_text())
     eventually(lambda: not alive(pid))
+
+
+def test_close_releases_every_descriptor_and_thread(make_host_client: MakeClient) -> None:
+    fds, threads = set(os.listdir("/proc/self/fd")), set(os.listdir("/proc/self/task"))
+    client, _ = make_host_client(capabilities=TERM)
+    run(client, [create("sleep 1000"), create("echo hi"), term("wait_for_exit", "term-2")])
+    assert len(os.listdir("/proc/self/task")) > len(threads)  # the drain thread
+    client.close()
+    assert set(os.listdir("/proc/self/fd")) <= fds
+    assert set(os.listdir("/proc/self/task")) <= threads

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -15,7 +15,7 @@ use acp_os::terminal::{Spawn, Terminals};
 use acp_proto::error::AcpError;
 use acp_proto::host::{ClientMethod, HostCapabilities, HostError, HostOk, HostOp};
 use acp_proto::limits::PermissionPolicy;
-use acp_proto::HostId;
+use acp_proto::{Connection, HostId};
 
 use crate::client::CoreClient;
 use crate::driver::Driven;
@@ -180,15 +180,41 @@ pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<H
 }
 
 /// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
-/// kill them from any thread.
+/// kill them from any thread, and drop them, so their descriptors close with the client.
 #[derive(Clone, Default)]
-pub(crate) struct KillSwitch(Arc<OnceLock<Arc<Terminals>>>);
+pub(crate) struct KillSwitch(Arc<Mutex<(bool, Option<Arc<Terminals>>)>>);
 
 impl KillSwitch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, Option<Arc<Terminals>>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn kill_all(&self) {
-        if let Some(terminals) = self.0.get() {
-            terminals.close();
+        let taken = {
+            let mut slot = self.lock();
+            slot.0 = true; // no terminal is started after this
+            slot.1.take()
+        };
+        if let Some(terminals) = taken {
+            terminals.close(); // kills, reaps, joins the drain thread; the drop closes the fds
         }
+    }
+
+    fn get(&self) -> Option<Arc<Terminals>> {
+        self.lock().1.clone()
+    }
+
+    fn get_or_start(&self) -> std::io::Result<Arc<Terminals>> {
+        let mut slot = self.lock();
+        if slot.0 {
+            return Err(std::io::Error::other("the client is closed"));
+        }
+        if let Some(terminals) = &slot.1 {
+            return Ok(Arc::clone(terminals));
+        }
+        let made = Terminals::new()?;
+        slot.1 = Some(Arc::clone(&made));
+        Ok(made)
     }
 }
 
@@ -250,17 +276,13 @@ impl Host {
         self.terminals.clone()
     }
 
-    fn terminals(&self) -> std::io::Result<&Arc<Terminals>> {
-        if let Some(terminals) = self.terminals.0.get() {
-            return Ok(terminals);
-        }
-        let made = Terminals::new()?;
-        Ok(self.terminals.0.get_or_init(|| made))
+    fn terminals(&self) -> std::io::Result<Arc<Terminals>> {
+        self.terminals.get_or_start()
     }
 
     /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
     pub(crate) fn exits_pending(&self) -> bool {
-        !self.waits.is_empty() && self.terminals.0.get().is_some_and(|t| t.take_exits())
+        !self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits())
     }
 
     /// Runs a checked request (no GIL needed): confinement, then the operation.
@@ -354,7 +376,7 @@ impl Host {
 
     /// `terminal/output|wait_for_exit|kill|release` (quick: no GIL release needed).
     fn terminal(&self, method: ClientMethod, session_id: &str, id: &str) -> Ran {
-        let Some(terminals) = self.terminals.0.get() else {
+        let Some(terminals) = self.terminals.get() else {
             return Ran::Answer(Err(unknown_terminal(id)), None);
         };
         let result = match method {
@@ -409,26 +431,36 @@ pub(crate) fn serve(
     driven: &mut Driven,
     request: HostRequest,
 ) -> Result<(), HostFailure> {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    serve_with(py, &mut driven.conn, &mut driven.host, on_activity, request)
+}
+
+/// `serve` for any driver: the connection, the host state and `on_activity`.
+pub(crate) fn serve_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+    request: HostRequest,
+) -> Result<(), HostFailure> {
     let (host, method, session_id, op) = request;
-    let request_bytes = driven.conn.config().limits.request_bytes;
+    let request_bytes = conn.config().limits.request_bytes;
     let ran = match op {
         Err(refused) => Ran::Answer(Err(refused), None),
-        Ok(HostOp::Terminal { terminal_id }) => {
-            driven.host.terminal(method, &session_id, &terminal_id)
-        }
+        Ok(HostOp::Terminal { terminal_id }) => state.terminal(method, &session_id, &terminal_id),
         Ok(op) => {
-            let state = &driven.host;
-            py.detach(|| state.run(&session_id, op, request_bytes))
+            let shared = &*state;
+            py.detach(|| shared.run(&session_id, op, request_bytes))
         }
     };
     match ran {
         Ran::Wait(terminal_id) => {
-            driven.host.waits.push((host, terminal_id));
+            state.waits.push((host, terminal_id));
             Ok(())
         }
         Ran::Answer(result, path) => {
-            let result = fit_output(&driven.conn, host, result, request_bytes);
-            answer(py, driven, host, result, path)
+            let result = fit_output(conn, host, result, request_bytes);
+            answer(py, conn, on_activity, host, result, path)
         }
     }
 }
@@ -436,7 +468,7 @@ pub(crate) fn serve(
 /// Terminal output cut further from the front (on a character boundary, `truncated` set)
 /// until its answer fits `request_bytes`.
 fn fit_output(
-    conn: &acp_proto::Connection,
+    conn: &Connection,
     host: HostId,
     mut result: Result<HostOk, HostError>,
     request_bytes: usize,
@@ -468,13 +500,14 @@ fn fit_output(
 
 fn answer(
     py: Python<'_>,
-    driven: &mut Driven,
+    conn: &mut Connection,
+    on_activity: Option<&Py<PyAny>>,
     host: HostId,
     result: Result<HostOk, HostError>,
     path: Option<String>,
 ) -> Result<(), HostFailure> {
-    let answer = driven.conn.answer_host(host, result, path)?;
-    if let Some(callback) = &driven.callbacks.on_activity {
+    let answer = conn.answer_host(host, result, path)?;
+    if let Some(callback) = on_activity {
         let a = &answer.activity;
         let record = (
             a.method,
@@ -490,21 +523,32 @@ fn answer(
             return Err(HostFailure::Activity(error)); // dropping `answer` writes nothing
         }
     }
-    driven.conn.send_host(answer);
+    conn.send_host(answer);
     Ok(())
 }
 
 /// Answers every `wait_for_exit` whose terminal has exited; drops those already answered
 /// (`$/cancel_request`).
 pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), HostFailure> {
-    let Some(terminals) = driven.host.terminals.0.get().cloned() else {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    answer_waits_with(py, &mut driven.conn, &mut driven.host, on_activity)
+}
+
+/// `answer_waits` for any driver.
+pub(crate) fn answer_waits_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+) -> Result<(), HostFailure> {
+    let Some(terminals) = state.terminals.get() else {
         return Ok(());
     };
-    let waits = std::mem::take(&mut driven.host.waits);
+    let waits = std::mem::take(&mut state.waits);
     let mut left = Vec::new();
     let mut failure = None;
     for (host, terminal_id) in waits {
-        if failure.is_some() || driven.conn.host_raw_id(host).is_none() {
+        if failure.is_some() || conn.host_raw_id(host).is_none() {
             if failure.is_some() {
                 left.push((host, terminal_id));
             }
@@ -512,14 +556,15 @@ pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), Ho
         }
         match terminals.exit_of(&terminal_id) {
             Some(status) => {
-                if let Err(error) = answer(py, driven, host, Ok(HostOk::Exit(status)), None) {
+                let exited = Ok(HostOk::Exit(status));
+                if let Err(error) = answer(py, conn, on_activity, host, exited, None) {
                     failure = Some(error);
                 }
             }
             None => left.push((host, terminal_id)),
         }
     }
-    driven.host.waits.extend(left);
+    state.waits.extend(left);
     failure.map_or(Ok(()), Err)
 }
 
@@ -546,7 +591,7 @@ impl CoreClient {
     fn host_forget(&self, session_id: String) {
         if let Ok(mut driven) = self.call.try_lock() {
             driven.host.roots.remove(&session_id);
-            if let Some(terminals) = driven.host.terminals.0.get() {
+            if let Some(terminals) = driven.host.terminals.get() {
                 terminals.release_session(&session_id);
             }
         }
