@@ -1,7 +1,8 @@
 """The agent side of benches/host_bench.py: a prompt "N PATH" makes it send N
 `fs/read_text_file` requests for PATH, one at a time (each after the previous answer), then
 answer the prompt `end_turn`. The prompt "N terminal BYTES LIMIT" instead creates one terminal
-printing BYTES bytes (`head -c BYTES /dev/zero`), waits for its exit, reads its output once."""
+printing BYTES bytes (`head -c BYTES /dev/zero`), waits for its exit, reads its output once;
+"N permission" sends N permission requests (kind "edit", title "Write src/x.py")."""
 
 from __future__ import annotations
 
@@ -34,7 +35,16 @@ for raw in inp:
         send({"id": message["id"], "result": {"sessionId": "bench"}})
     elif method == "session/prompt":
         words = message["params"]["prompt"][0]["text"].split()
-        if words[1] == "terminal":
+        if words[1] == "permission":
+            tool = {"toolCallId": "t", "title": "Write src/x.py", "kind": "edit"}
+            options = [
+                {"optionId": "y", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "n", "name": "Reject", "kind": "reject_once"},
+            ]
+            for n in range(int(words[0])):
+                params = {"sessionId": "bench", "toolCall": tool, "options": options}
+                ask(f"p{n}", "session/request_permission", params)
+        elif words[1] == "terminal":
             size, limit = words[2], int(words[3])
             params = {"sessionId": "bench", "command": "head", "args": ["-c", size, "/dev/zero"]}
             ask("t0", "terminal/create", {**params, "outputByteLimit": limit})

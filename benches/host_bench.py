@@ -5,7 +5,9 @@
   core and by the official Python SDK's `read_text_file` handler (agent-client-protocol, which
   reads the file in Python with `open().read()`), interleaved, median of the rounds;
 - a terminal printing 1 GiB through a 64 KiB limit: elapsed time, MB/s and the host's peak RSS
-  (VmHWM of a fresh interpreter that runs only that).
+  (VmHWM of a fresh interpreter that runs only that);
+- permission round trips decided by wave 1's `allowed_tool_kinds` vs by rules (a kind rule, a
+  `str` title rule, a `re.Pattern` title rule evaluated under the GIL), interleaved.
 
     python benches/host_bench.py [--rounds 5]
 """
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,6 +44,39 @@ LIMITS = acp_fast.TransferLimits(
 class Quiet:
     def on_update(self, update: Any) -> None:
         pass
+
+    def on_permission_commit(self, request: Any) -> None:
+        pass
+
+
+POLICIES = {
+    "wave 1 allowed_tool_kinds": acp_fast.PermissionPolicy(allowed_tool_kinds=["edit"]),
+    "allow rule (kind)": acp_fast.PermissionPolicy(allow=[acp_fast.PermissionRule(kind="edit")]),
+    "allow rule (str title)": acp_fast.PermissionPolicy(
+        allow=[acp_fast.PermissionRule(title="write src/")]
+    ),
+    "allow rule (re.Pattern)": acp_fast.PermissionPolicy(
+        allow=[acp_fast.PermissionRule(title=re.compile(r"^Write src/"))]
+    ),
+}
+
+
+def permissions(policy: acp_fast.PermissionPolicy, count: int) -> float:
+    client = acp_fast.Client(
+        sys.executable,
+        args=[AGENT],
+        reader_limits=acp_fast.DEFAULT_READER_LIMITS,
+        transfer_limits=LIMITS,
+        transport_epoch=1,
+        observer=Quiet(),
+        permission_policy=policy,
+    )
+    with client:
+        client.start()
+        started = time.perf_counter()
+        client.prompt(f"{count} permission")
+        seconds = time.perf_counter() - started
+    return seconds
 
 
 def fast_reads(path: str, count: int) -> float:
@@ -156,6 +192,16 @@ def main() -> None:
     print("| file | host | round trips/s | MB/s |")
     print("|---|---|---:|---:|")
     print("\n".join(rows))
+    count = 2000
+    samples: dict[str, list[float]] = {name: [] for name in POLICIES}
+    for _ in range(args.rounds):
+        for name, policy in POLICIES.items():
+            samples[name].append(permissions(policy, count))
+    print()
+    print("| permission decided by | round trips/s |")
+    print("|---|---:|")
+    for name, times in samples.items():
+        print(f"| {name} | {count / statistics.median(times):,.0f} |")
     seconds, hwm = terminal_flood(1 << 30, 64 * 1024)
     print()
     print("| terminal output | seconds | MB/s | host peak RSS |")
