@@ -566,6 +566,8 @@ def test_on_permission_reply_overrides_policy(make_client, tmp_path: Path) -> No
             options=options,
             envelope=permission_line(),
             request_id="perm-1",
+            decision="allow",
+            reason="observer",
         )
     ]
 

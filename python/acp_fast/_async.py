@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _spawn_args
-from ._client import _ClientBase, _connect_failure, content_tuple
+from ._client import _ClientBase, _connect_failure, _observer_answer, content_tuple
 from ._core import Update
 from ._errors import AgentProtocolError
 from ._session import _decode_list, _SessionBase, content_tuples
-from ._types import PermissionReply, PromptResult, ReaderStatus, Text, TurnResult
+from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
 # The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
 _MORE, _WRITE, _PAUSED, _ENDED, _STOPPED = 1, 2, 4, 8, 16
@@ -377,19 +377,15 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._asks.pop(token, None)
         if self._core is None or self._core.closed:
             return
-        reply: tuple[str, str, str] | None = None
+        reply: tuple[str, str, str, str] | None = None
         error: BaseException | None = None
         if not task.cancelled():
             error = task.exception()
             if error is None:
-                result = task.result()
-                if isinstance(result, PermissionReply):
-                    reply = (result.outcome, result.option_id, result.option_kind)
-                elif result is not None:
-                    error = TypeError(
-                        "on_permission's awaitable must resolve to a PermissionReply or None "
-                        f"(got {type(result).__name__})"
-                    )
+                try:
+                    reply = _observer_answer(task.result())
+                except TypeError as wrong:
+                    error = wrong
         self._apply(self._live.aio_decide(token, reply, error))
 
     # --- subscriptions -------------------------------------------------------------------
@@ -568,6 +564,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
     ) -> AsyncSession:
         self._bind()
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        self._register_roots(session_id, path, directories)  # a replay may use files
         begun = self._live.aio_begin_load_session(
             session_id, path, servers, list(directories), resume
         )

@@ -16,11 +16,13 @@ from typing import Any, Generic, Literal, TypeVar
 from . import _core, _shutdown, _spawn_args
 from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
+from ._host import activity_callback, capability_tuple
 from ._session import Session, _SessionBase, content_tuples, turn_result
 from ._types import (
     Audio,
     AuthMethod,
     BlobResource,
+    ClientCapabilityConfig,
     ClientInfo,
     ContentBlock,
     Image,
@@ -28,6 +30,7 @@ from ._types import (
     McpServer,
     Modes,
     PermissionOption,
+    PermissionOutcome,
     PermissionPolicy,
     PermissionReply,
     PermissionRequest,
@@ -61,7 +64,7 @@ _shutdown.install(_close_live_clients)
 
 
 _PermissionTuple = tuple[
-    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
+    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any, str, str
 ]
 
 
@@ -83,6 +86,8 @@ def _permission_request(record: _PermissionTuple) -> PermissionRequest:
         options,
         envelope,
         request_id,
+        decision,
+        reason,
     ) = record
     choices = []
     for choice_id, name, kind in options:
@@ -102,8 +107,25 @@ def _permission_request(record: _PermissionTuple) -> PermissionRequest:
         options=tuple(choices),
         envelope=envelope,
         request_id=request_id,
+        decision=decision,
+        reason=reason,
     )
     return request
+
+
+def _observer_answer(reply: object) -> tuple[str, str, str, str] | None:
+    """`on_permission`'s answer as the core reads it: ("reply", outcome, option id, option kind)
+    or ("outcome", decision, option id, reason); None abstains."""
+    if reply is None:
+        return None
+    if isinstance(reply, PermissionReply):
+        return ("reply", reply.outcome, reply.option_id, reply.option_kind)
+    if isinstance(reply, PermissionOutcome):
+        return ("outcome", reply.decision.value, reply.option_id or "", reply.reason or "")
+    raise TypeError(
+        "on_permission must return a PermissionReply, a PermissionOutcome or None "
+        f"(got {type(reply).__name__})"
+    )
 
 
 def content_tuple(block: ContentBlock) -> tuple[Any, ...]:
@@ -150,6 +172,9 @@ class _CoreOptions:
     stderr_tail_bytes: object
     agent_id: str
     cancel_grace: float
+    #: None (advertise nothing), else `_host.capability_tuple`'s tuple (host.md §1).
+    capabilities: tuple[Any, ...] | None = None
+    on_activity: Any = None
 
 
 def mcp_tuple(server: Any) -> tuple[Any, ...]:
@@ -209,6 +234,7 @@ class _ClientBase(Generic[_S]):
         agent_id: str | None = None,
         session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
+        capabilities: ClientCapabilityConfig | None = None,
     ) -> None:
         self._core: _core.CoreClient | None = None
         self._setup()
@@ -225,6 +251,7 @@ class _ClientBase(Generic[_S]):
         self._cwd = spawn.cwd
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy
+        self._capabilities = capabilities
         self._sessions: dict[str, _S] = {}
         self._default: _S | None = None
         self._cancel_grace = float(cancel_grace)
@@ -242,17 +269,9 @@ class _ClientBase(Generic[_S]):
 
             def preview(record: _PermissionTuple) -> Any:
                 reply = asked(_permission_request(record))
-                if reply is None:
-                    return None
-                if isinstance(reply, PermissionReply):
-                    return (reply.outcome, reply.option_id, reply.option_kind)
                 if deferrable and inspect.isawaitable(reply):
                     return reply  # the core waits for it while reading goes on
-                raise TypeError(
-                    "on_permission must return a PermissionReply or None "
-                    f"{'(or an awaitable of one) ' if deferrable else ''}"
-                    f"(got {type(reply).__name__})"
-                )
+                return _observer_answer(reply)
 
         commit = None
         if on_commit is not None:
@@ -283,6 +302,10 @@ class _ClientBase(Generic[_S]):
                 stderr_tail_bytes=stderr_tail_bytes,
                 agent_id=self.agent_id,
                 cancel_grace=self._cancel_grace,
+                capabilities=capability_tuple(capabilities),
+                on_activity=activity_callback(
+                    getattr(observer, "on_activity", None) if has else None
+                ),
             )
         )
         with _live_lock:
@@ -319,8 +342,14 @@ class _ClientBase(Generic[_S]):
     def _make_session(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> _S:
         raise NotImplementedError
 
+    def _register_roots(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> None:
+        """The session's roots for files and terminals (host.md §2), realpath'd now."""
+        if self._capabilities is not None:
+            self._live.host_roots(session_id, cwd, list(directories))
+
     def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> _S:
         session = self._make_session(session_id, cwd, directories)
+        self._register_roots(session_id, cwd, directories)
         self._sessions[session_id] = session
         if self._default is None:
             self._default = session
@@ -329,6 +358,8 @@ class _ClientBase(Generic[_S]):
     def _forget(self, session: _SessionBase) -> None:
         self._sessions.pop(session.session_id, None)
         self._states.pop(session.session_id, None)
+        if self._core is not None and self._capabilities is not None:
+            self._core.host_forget(session.session_id)
 
     def _connect_error(self, error: AgentProtocolError) -> ConnectError:
         text = str(error)
@@ -577,6 +608,7 @@ class Client(_ClientBase[Session]):
         resume: bool,
     ) -> Session:
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        self._register_roots(session_id, path, directories)  # a replay may use files
         self._live.load_session(session_id, path, servers, list(directories), resume)
         return self._opened(session_id, path, directories)
 

@@ -7,6 +7,8 @@ and behaves like the frozen data classes here (equality, repr, hash).
 from __future__ import annotations
 
 import enum
+import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -114,26 +116,195 @@ class McpServer:
         object.__setattr__(self, "env", tuple(env))
 
 
+class PermissionDecision(enum.StrEnum):
+    """What a permission tier decided; the record's `decision` is its value."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    CANCEL = "cancel"
+
+
+def _strings(value: object, name: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence of strings (got {type(value).__name__})")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{name} must hold strings (got {type(item).__name__})")
+    return items
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """Matches a permission request when every field it sets matches: `kind` equals the tool
+    kind (the request's, else the one announced for its tool call); `title` as a `str` is a
+    case-insensitive substring of the title, as a `re.Pattern` it must `.search()` it. An
+    absent title is "". `PermissionRule()` matches every request."""
+
+    kind: str | None = None
+    title: str | re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and not isinstance(self.kind, str):
+            raise TypeError(f"PermissionRule.kind must be a str or None (got {self.kind!r})")
+        title = self.title
+        if title is not None and not isinstance(title, str):
+            if not isinstance(title, re.Pattern) or not isinstance(title.pattern, str):
+                raise TypeError(
+                    f"PermissionRule.title must be a str, a str re.Pattern or None (got {title!r})"
+                )
+
+
+def _rules(value: object, name: str) -> tuple[PermissionRule, ...]:
+    if isinstance(value, (str, PermissionRule)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence of PermissionRule (got {value!r})")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, PermissionRule):
+            raise TypeError(f"{name} must hold PermissionRule items (got {item!r})")
+    return items
+
+
 @dataclass(frozen=True)
 class PermissionPolicy:
-    """What the client grants when the observer leaves a permission request unanswered.
+    """How the client answers permission requests; the first tier that decides wins:
 
-    A request passes when its tool call's `kind` equals a listed kind or its `title` starts
-    with a listed prefix; it then gets the first `allow_once` option, else the first
-    `allow_always`. Otherwise it gets the first `reject_once`, else the last `reject_always`,
-    else the outcome `cancelled`.
+    0. the session is being cancelled: ``cancelled`` (nobody is asked);
+    1. ``remember`` and an "always" answer kept for this session's (kind, title);
+    2. a ``deny`` rule matches: deny; 3. an ``allow`` rule matches: allow;
+    4. the observer's ``on_permission`` returns a `PermissionReply` or `PermissionOutcome`;
+    5. the kind is in ``allowed_tool_kinds`` or the title starts with an
+       ``allowed_title_prefixes`` entry: allow;
+    6. ``default``.
+
+    Allow takes the first ``allow_once`` option, else the first ``allow_always``; deny the first
+    ``reject_once``, else the last ``reject_always``; ``persist`` tries the ``*_always`` kind
+    first. No fitting option answers ``cancelled`` (tier 5 keeps wave 1's reject fallback).
     """
 
     allowed_tool_kinds: tuple[str, ...] = ()
     allowed_title_prefixes: tuple[str, ...] = ()
+    allow: tuple[PermissionRule, ...] = ()
+    deny: tuple[PermissionRule, ...] = ()
+    default: PermissionDecision = PermissionDecision.DENY
+    persist: bool = False
+    remember: bool = False
 
     def __init__(
         self,
         allowed_tool_kinds: Iterable[str] = (),
         allowed_title_prefixes: Iterable[str] = (),
+        allow: Iterable[PermissionRule] = (),
+        deny: Iterable[PermissionRule] = (),
+        default: PermissionDecision | str = PermissionDecision.DENY,
+        persist: bool = False,
+        remember: bool = False,
     ) -> None:
-        object.__setattr__(self, "allowed_tool_kinds", tuple(allowed_tool_kinds))
-        object.__setattr__(self, "allowed_title_prefixes", tuple(allowed_title_prefixes))
+        def put(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+        put("allowed_tool_kinds", _strings(allowed_tool_kinds, "allowed_tool_kinds"))
+        put("allowed_title_prefixes", _strings(allowed_title_prefixes, "allowed_title_prefixes"))
+        put("allow", _rules(allow, "allow"))
+        put("deny", _rules(deny, "deny"))
+        if not isinstance(default, str) or default not in PermissionDecision._value2member_map_:
+            raise TypeError(f"default must be a PermissionDecision (got {default!r})")
+        put("default", PermissionDecision(default))
+        for name, flag in (("persist", persist), ("remember", remember)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool (got {flag!r})")
+            put(name, flag)
+
+
+@dataclass(frozen=True)
+class PermissionOutcome:
+    """An observer's decision (tier 4): the option is chosen as for the rules, preferring
+    `option_id` when the agent offered it with a kind that agrees with `decision`."""
+
+    decision: PermissionDecision
+    option_id: str | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.decision, str) or (
+            self.decision not in PermissionDecision._value2member_map_
+        ):
+            raise TypeError(f"decision must be a PermissionDecision (got {self.decision!r})")
+        object.__setattr__(self, "decision", PermissionDecision(self.decision))
+        for name in ("option_id", "reason"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None (got {value!r})")
+
+
+@dataclass(frozen=True)
+class ClientCapabilityConfig:
+    """What the client advertises in `initialize` and serves (design/host.md §1); fixed for the
+    client's life. Files are confined to each session's cwd and additional directories (and
+    ``additional_directories`` here) after resolving symlinks and ``..``; ``allow_any_path``
+    lifts that and should stay off."""
+
+    read_text_file: bool = True
+    write_text_file: bool = True
+    terminal: bool = True
+    additional_directories: tuple[str, ...] = ()
+    allow_any_path: bool = False
+    #: The host's cap on a terminal's retained output, in bytes (> 0).
+    terminal_output_bytes: int = 1 << 20
+    #: A missing file inside the roots reads as "" (Gemini CLI's write tool reads first).
+    read_missing_as_empty: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (
+            "read_text_file",
+            "write_text_file",
+            "terminal",
+            "allow_any_path",
+            "read_missing_as_empty",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool (got {getattr(self, name)!r})")
+        directories = _strings(self.additional_directories, "additional_directories")
+        for directory in directories:
+            if not os.path.isabs(directory):
+                raise ValueError(f"additional_directories must be absolute (got {directory!r})")
+        object.__setattr__(
+            self, "additional_directories", tuple(os.path.realpath(d) for d in directories)
+        )
+        size = self.terminal_output_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"terminal_output_bytes must be an int above zero (got {size!r})")
+
+
+class ClientMethod(enum.StrEnum):
+    """A host request's method; values are the wire names."""
+
+    FS_READ_TEXT_FILE = "fs/read_text_file"
+    FS_WRITE_TEXT_FILE = "fs/write_text_file"
+    TERMINAL_CREATE = "terminal/create"
+    TERMINAL_OUTPUT = "terminal/output"
+    TERMINAL_WAIT_FOR_EXIT = "terminal/wait_for_exit"
+    TERMINAL_KILL = "terminal/kill"
+    TERMINAL_RELEASE = "terminal/release"
+
+
+@dataclass(frozen=True)
+class ClientActivity:
+    """One `fs/*` or `terminal/*` request from the agent and what was answered.
+
+    ``allowed`` is False when the request was refused by the capability, params or
+    confinement checks (``reason`` says why); an operation that ran and failed (a missing
+    file) is allowed with its ``error_code``.
+    """
+
+    method: ClientMethod
+    allowed: bool
+    path: str | None = None
+    command: str | None = None
+    terminal_id: str | None = None
+    reason: str | None = None
+    session_id: str = ""
+    error_code: int | None = None
 
 
 # --- permission records ----------------------------------------------------------------------
@@ -178,6 +349,10 @@ class PermissionRequest:
     options: tuple[PermissionOption, ...]
     envelope: str
     request_id: str | int | float | bool | None
+    #: The deciding tier's `PermissionDecision` value and why ("deny rule 0", "remembered",
+    #: "session cancelled", "observer", "default" ...); both "" in the preview.
+    decision: str = ""
+    reason: str = ""
 
     def decode(self, *, strict: bool = True) -> Any:
         """The committed request's envelope as `acp_fast.model.RequestPermissionRequest` (the
@@ -344,8 +519,11 @@ ContentBlock = Text | Image | Audio | TextResource | BlobResource | ResourceLink
 
 @dataclass(frozen=True)
 class Observer:
-    """A ready observer holding up to three callables; any may be None."""
+    """A ready observer holding up to four callables; any may be None."""
 
     on_update: Callable[[Update], None] | None = None
-    on_permission: Callable[[PermissionRequest], PermissionReply | None] | None = None
+    on_permission: (
+        Callable[[PermissionRequest], PermissionReply | PermissionOutcome | None] | None
+    ) = None
     on_permission_commit: Callable[[PermissionRequest], None] | None = None
+    on_activity: Callable[[ClientActivity], None] | None = None

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import acp_fast
+from acp_fast import _host, replay_agent
 from acp_fast import journal as journal_module
-from acp_fast import replay_agent
 
 _MIB = 1024 * 1024
 
@@ -136,6 +136,9 @@ class ConsoleObserver:
         decision = f"{request.outcome} {request.option_id}".rstrip()
         self._say(f"permission: {title} -> {decision}")
 
+    def on_activity(self, activity: acp_fast.ClientActivity) -> None:
+        self._say(_host.activity_line(activity))
+
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -176,6 +179,38 @@ def _build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="grant permission requests whose tool call title starts with PREFIX; repeatable",
+    )
+    run.add_argument(
+        "--allow",
+        metavar="RULE",
+        action="append",
+        default=[],
+        help="grant permission requests matching RULE, [KIND][:TITLE] (TITLE a case-insensitive "
+        "substring, or /REGEX/); repeatable",
+    )
+    run.add_argument(
+        "--deny",
+        metavar="RULE",
+        action="append",
+        default=[],
+        help="reject permission requests matching RULE (as --allow; deny rules win); repeatable",
+    )
+    run.add_argument(
+        "--fs",
+        action="store_true",
+        help="serve fs/read_text_file and fs/write_text_file, confined to --cwd (and --add-dir)",
+    )
+    run.add_argument(
+        "--terminal",
+        action="store_true",
+        help="serve terminal/* (commands run without a shell, in --cwd or below)",
+    )
+    run.add_argument(
+        "--add-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="another directory the agent's files and terminals may reach; repeatable",
     )
     run.add_argument(
         "--journal",
@@ -306,6 +341,20 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             print(f"acp-fast: error: --cwd {args.cwd}: not a directory", file=sys.stderr)
             return 1
 
+    try:
+        allow = [_host.parse_rule(rule) for rule in args.allow]
+        deny = [_host.parse_rule(rule) for rule in args.deny]
+    except ValueError as exc:
+        parser.error(str(exc))
+    capabilities = None
+    if args.fs or args.terminal:  # off by default: the default run stays wave 1's
+        capabilities = acp_fast.ClientCapabilityConfig(
+            read_text_file=args.fs,
+            write_text_file=args.fs,
+            terminal=args.terminal,
+            additional_directories=tuple(os.path.abspath(d) for d in args.add_dir),
+        )
+
     live = _live_view(parser, args.view, args.journal)
     observer: ConsoleObserver | Any = (
         live if live is not None else ConsoleObserver(sys.stdout, sys.stderr)
@@ -337,8 +386,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 permission_policy=acp_fast.PermissionPolicy(
                     allowed_tool_kinds=args.allow_kind,
                     allowed_title_prefixes=args.allow_title_prefix,
+                    allow=allow,
+                    deny=deny,
                 ),
                 observer=watched,
+                capabilities=capabilities,
             )
             with client:
                 client.start()

@@ -117,6 +117,7 @@ class Harness:
         observer: Any = None,
         new_session: bool = True,
         asynchronous: bool = False,
+        capabilities: acp.ClientCapabilityConfig | None = None,
     ) -> Run:
         """Constructs the client (the agent starts) and calls `start(new_session=...)`; with
         `asynchronous`, an `acp.AsyncClient`, whose `start()` the test awaits itself."""
@@ -138,6 +139,7 @@ class Harness:
             env=start.env,
             permission_policy=policy or acp.PermissionPolicy(),
             observer=observer or journal,
+            capabilities=capabilities,
         )
         run = Run(client, journal, start, wire_in, wire_out)
         self.runs.append(run)

@@ -419,9 +419,13 @@ class Journal:
 
     updates: list[Any] = field(default_factory=list)
     permissions: list[acp.PermissionRequest] = field(default_factory=list)
+    activity: list[acp.ClientActivity] = field(default_factory=list)
 
     def on_update(self, update: Any) -> None:
         self.updates.append(update)
+
+    def on_activity(self, activity: acp.ClientActivity) -> None:
+        self.activity.append(activity)
 
     def on_permission_commit(self, request: acp.PermissionRequest) -> None:
         self.permissions.append(request)

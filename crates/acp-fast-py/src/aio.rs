@@ -20,7 +20,7 @@ use pyo3::IntoPyObjectExt;
 use acp_os::io::ReadOutcome;
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::permission::Selection;
+use acp_proto::permission::ObserverAnswer;
 use acp_proto::update::UpdateEvent;
 use acp_proto::{AskId, Outcome};
 
@@ -264,7 +264,7 @@ impl CoreClient {
         run: &mut Run<'_, '_>,
         driven: &mut Driven,
         ask: AskId,
-        reply: Option<Selection>,
+        reply: Option<ObserverAnswer>,
         report: &mut Report,
     ) -> bool {
         match run.settle(driven, ask, reply) {
@@ -383,6 +383,14 @@ impl CoreClient {
                 break;
             }
             run.take_cancels(&mut driven.conn);
+            if driven.host.exits_pending() {
+                // A terminal exited: answer the waits for it.
+                if let Err(failure) = crate::host::answer_waits(py, driven) {
+                    let error = run.host_failure(driven, failure);
+                    self.aio_error(py, &run, driven, error, &mut report);
+                    break;
+                }
+            }
             if driven.conn.poll_timeout().is_some() {
                 driven.conn.handle_timeout(run.now_ms());
             }
@@ -415,6 +423,15 @@ impl CoreClient {
                     if pause {
                         report.flags |= PAUSED;
                         break;
+                    }
+                }
+                Ok(Flow::Host(request)) => {
+                    handled += 1;
+                    if let Err(failure) = crate::host::serve(py, driven, *request) {
+                        let error = run.host_failure(driven, failure);
+                        if self.aio_error(py, &run, driven, error, &mut report) {
+                            break;
+                        }
                     }
                 }
                 Ok(Flow::Done(call, outcome)) => {
@@ -463,7 +480,7 @@ impl CoreClient {
         &self,
         py: Python<'_>,
         token: u64,
-        reply: Option<(String, String, String)>,
+        reply: Option<Bound<'_, PyAny>>,
         error: Option<Bound<'_, PyAny>>,
     ) -> ReportTuple {
         let mut guard = self.aio_guard();
@@ -481,12 +498,16 @@ impl CoreClient {
                 self.aio_error(py, &run, driven, error, &mut report);
             } else if driven.conn.stopped().is_none() {
                 run.take_cancels(&mut driven.conn);
-                let reply = reply.map(|(outcome, option_id, option_kind)| Selection {
-                    outcome,
-                    option_id,
-                    option_kind,
-                });
-                self.settle_flow(&mut run, driven, ask, reply, &mut report);
+                match reply.map(|r| crate::host::observer_answer(&r)).transpose() {
+                    Ok(reply) => {
+                        self.settle_flow(&mut run, driven, ask, reply.flatten(), &mut report);
+                    }
+                    Err(error) => {
+                        run.failed_session = Some(session);
+                        let error = run.callback_failed(driven, "on_permission", error);
+                        self.aio_error(py, &run, driven, error, &mut report);
+                    }
+                }
             }
         }
         self.finish_step(&mut run, driven, report)

@@ -91,6 +91,8 @@ struct Published {
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
     pub(crate) call: Mutex<Driven>,
+    /// Kills the agent's terminals from any thread (request_cancel, close).
+    pub(crate) host_kill: crate::host::KillSwitch,
     agent: Mutex<Option<Agent>>,
     published: Mutex<Published>,
     pub(crate) shared: Shared,
@@ -417,6 +419,7 @@ impl CoreClient {
             on_sent: get("on_sent")?,
             on_received: get("on_received")?,
             fold: get("fold")?,
+            on_activity: get("on_activity")?,
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();
@@ -426,12 +429,18 @@ impl CoreClient {
             reader: Some(conn.reader_status()),
             ..Published::default()
         };
+        let mut host = crate::host::Host::new(options)?;
+        if host.configured() {
+            host.set_notifier(Some(waker.notifier()?));
+        }
         Ok(CoreClient {
+            host_kill: host.kill_switch(),
             call: Mutex::new(Driven {
                 conn,
                 pipes: Some(pipes),
                 callbacks,
                 aio: None,
+                host,
             }),
             agent: Mutex::new(Some(agent)),
             published: Mutex::new(published),
@@ -479,6 +488,7 @@ impl CoreClient {
             .store(true, Ordering::SeqCst);
         self.shared.wake();
         self.stop_agent(py, false);
+        py.detach(|| self.host_kill.kill_all());
     }
 
     /// Stops the agent's group, reaps the agent and releases the pipes. Idempotent; any
@@ -509,9 +519,11 @@ impl CoreClient {
         self.shared.flags.closed.store(true, Ordering::SeqCst);
         self.shared.wake();
         self.stop_agent(py, true);
+        py.detach(|| self.host_kill.kill_all());
         if let Ok(mut driven) = self.call.try_lock() {
             driven.pipes = None;
             driven.aio = None; // its pidfd too
+            driven.host.set_notifier(None); // the waker's other write end
             *lock(&self.shared.waker) = None;
             driven.conn.close_reader();
             self.publish(&driven);

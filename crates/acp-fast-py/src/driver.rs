@@ -13,12 +13,13 @@ use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
 use acp_os::process::PipeTransport;
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::permission::{PermissionRecord, Selection};
+use acp_proto::permission::{ObserverAnswer, PermissionRecord};
 use acp_proto::update::{UpdateEvent, UpdateKind};
 use acp_proto::{AskId, Connection, Event, Outcome};
 
 use crate::client::{CoreClient, Shared};
 use crate::errors::{json_loads, kind_names, CallError};
+use crate::host::{HostFailure, HostRequest};
 use crate::reply::{text_object, ReplyBuilder};
 use crate::update::Update;
 
@@ -34,6 +35,8 @@ pub(crate) struct Callbacks {
     pub on_received: Option<Py<PyAny>>,
     /// The session fold, after the update was admitted (`session_state` on).
     pub fold: Option<Py<PyAny>>,
+    /// `observer.on_activity`: one record per host request (design/host.md §4).
+    pub on_activity: Option<Py<PyAny>>,
 }
 
 impl Callbacks {
@@ -45,6 +48,7 @@ impl Callbacks {
             &self.on_sent,
             &self.on_received,
             &self.fold,
+            &self.on_activity,
         ]
         .into_iter()
         .flatten()
@@ -58,6 +62,8 @@ pub(crate) struct Driven {
     pub callbacks: Callbacks,
     /// The asyncio driver's state (`None` for a blocking client).
     pub aio: Option<crate::aio::AsyncState>,
+    /// Files and terminals served for the agent (host.rs).
+    pub host: crate::host::Host,
 }
 
 /// Why a call stopped the client: the callback and what it raised.
@@ -82,13 +88,15 @@ pub(crate) enum Flow {
     /// A call finished.
     Done(CallId, Result<Outcome, AcpError>),
     /// A permission request: ask the observer (unless `cancelled`), then decide.
-    Permission(AskId, PermissionRecord, bool),
+    Permission(AskId, Box<PermissionRecord>, bool),
+    /// A file or terminal request of the agent's, to serve (host.rs).
+    Host(Box<HostRequest>),
 }
 
 /// What the observer's `on_permission` gave: a reply (or abstention), or an awaitable the
 /// asyncio driver waits on while reading goes on.
 pub(crate) enum Asked {
-    Reply(Option<Selection>),
+    Reply(Option<ObserverAnswer>),
     Deferred(Py<PyAny>),
 }
 
@@ -182,6 +190,11 @@ impl<'py, 'c> Run<'py, 'c> {
         loop {
             self.check_stops()?;
             self.take_cancels(&mut driven.conn);
+            if driven.host.exits_pending() {
+                if let Err(failure) = crate::host::answer_waits(self.py, driven) {
+                    return Err(self.host_failure(driven, failure));
+                }
+            }
             self.flush(driven)?;
             // Only turns with a timeout have deadlines; most lines read no clock.
             if driven.conn.poll_timeout().is_some() {
@@ -192,6 +205,11 @@ impl<'py, 'c> Run<'py, 'c> {
                 Flow::Done(done, outcome) => {
                     if Some(done) == call {
                         return outcome.map(Some).map_err(CallError::from);
+                    }
+                }
+                Flow::Host(request) => {
+                    if let Err(failure) = crate::host::serve(self.py, driven, *request) {
+                        return Err(self.host_failure(driven, failure));
                     }
                 }
                 Flow::Permission(ask, preview, cancelled) => {
@@ -261,7 +279,7 @@ impl<'py, 'c> Run<'py, 'c> {
                 ask,
                 preview,
                 cancelled,
-            })) => Handled::Flow(Flow::Permission(ask, preview, cancelled)),
+            })) => Handled::Flow(Flow::Permission(ask, Box::new(preview), cancelled)),
             Ok(Some(Event::Done {
                 call,
                 outcome,
@@ -269,6 +287,16 @@ impl<'py, 'c> Run<'py, 'c> {
             })) => match self.tap(&driven.callbacks, line) {
                 Err(fail) => return Err(self.fail(driven, fail)),
                 Ok(()) => Handled::Flow(Flow::Done(call, outcome)),
+            },
+            Ok(Some(Event::Host {
+                host,
+                method,
+                session_id,
+                op,
+                line,
+            })) => match self.tap(&driven.callbacks, line) {
+                Err(fail) => return Err(self.fail(driven, fail)),
+                Ok(()) => Handled::Flow(Flow::Host(Box::new((host, method, session_id, op)))),
             },
             Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
                 Err(fail) => return Err(self.fail(driven, fail)),
@@ -322,16 +350,11 @@ impl<'py, 'c> Run<'py, 'c> {
             if answer.is_none() {
                 return Ok(Asked::Reply(None));
             }
-            match answer.extract::<(String, String, String)>() {
-                Ok((outcome, option_id, option_kind)) => Ok(Asked::Reply(Some(Selection {
-                    outcome,
-                    option_id,
-                    option_kind,
-                }))),
-                // The asyncio facade passes an awaitable through; the blocking one never does.
-                Err(_) if driven.aio.is_some() => Ok(Asked::Deferred(answer.unbind())),
-                Err(error) => Err(error),
+            // The asyncio facade passes an awaitable through; the blocking one never does.
+            if driven.aio.is_some() && answer.hasattr("__await__")? {
+                return Ok(Asked::Deferred(answer.unbind()));
             }
+            crate::host::observer_answer(&answer).map(Asked::Reply)
         });
         answer.map_err(|error| {
             self.failed_session = Some(preview.session_id.clone());
@@ -345,7 +368,7 @@ impl<'py, 'c> Run<'py, 'c> {
         &mut self,
         driven: &mut Driven,
         ask: AskId,
-        reply: Option<Selection>,
+        reply: Option<ObserverAnswer>,
     ) -> Result<(), CallError> {
         // A cancel() from inside on_permission replaces its reply.
         self.take_cancels(&mut driven.conn);
@@ -402,6 +425,14 @@ impl<'py, 'c> Run<'py, 'c> {
         error: PyErr,
     ) -> CallError {
         self.fail(driven, Fail::Callback(callback, error))
+    }
+
+    /// A host request failed: `on_activity` raised (stop), or the call failed.
+    pub fn host_failure(&self, driven: &mut Driven, failure: HostFailure) -> CallError {
+        match failure {
+            HostFailure::Activity(error) => self.fail(driven, Fail::Callback("on_activity", error)),
+            HostFailure::Call(error) => error,
+        }
     }
 
     /// Stops the client after a callback failed (or the observer lacks one).
@@ -657,20 +688,25 @@ pub(crate) fn record_tuple<'py>(
     for (id, name, kind) in &record.options {
         options.append((id, name, kind))?;
     }
-    (
-        &record.session_id,
-        &record.tool_call_id,
-        &record.title,
-        &record.tool_kind,
-        &record.status,
-        &record.outcome,
-        &record.option_id,
-        &record.option_kind,
-        options,
-        &record.envelope,
-        json_id(py, &record.request_id)?,
+    let text = |value: &String| PyString::new(py, value).into_any();
+    PyTuple::new(
+        py,
+        [
+            text(&record.session_id),
+            text(&record.tool_call_id),
+            text(&record.title),
+            text(&record.tool_kind),
+            text(&record.status),
+            text(&record.outcome),
+            text(&record.option_id),
+            text(&record.option_kind),
+            options.into_any(),
+            text(&record.envelope),
+            json_id(py, &record.request_id)?,
+            text(&record.decision),
+            text(&record.reason),
+        ],
     )
-        .into_pyobject(py)
 }
 
 /// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),

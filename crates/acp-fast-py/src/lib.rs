@@ -10,6 +10,7 @@
 //! - `journal`: the journal writers (`JournalWriter` for JSONL, `SqliteWriter`): records made
 //!   on the reader's thread, stored in batches by a thread of their own.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
+//! - `host`: the host side (host.md): the permission policy compiled, the observer's answer.
 
 mod aio;
 mod calls;
@@ -17,6 +18,7 @@ mod client;
 mod driver;
 mod errors;
 mod guard;
+mod host;
 mod journal;
 mod options;
 mod prepared;

@@ -182,6 +182,7 @@ pub(crate) fn read(
         cancel_grace_ms: (cancel_grace * 1000.0).ceil() as u64,
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
+        capabilities: crate::host::read_capabilities(options)?,
     };
     Ok(Ok(Options {
         config,
@@ -190,19 +191,9 @@ pub(crate) fn read(
     }))
 }
 
-/// `(allowed_tool_kinds, allowed_title_prefixes)`.
+/// The policy, compiled by `host::read_policy` (wave 1's two lists and host.md's rules).
 pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
-    let strings = |name: &str| -> PyResult<Vec<String>> {
-        policy
-            .getattr(name)?
-            .try_iter()?
-            .map(|item| item?.extract::<String>())
-            .collect()
-    };
-    Ok(PermissionPolicy {
-        allowed_tool_kinds: strings("allowed_tool_kinds")?,
-        allowed_title_prefixes: strings("allowed_title_prefixes")?,
-    })
+    crate::host::read_policy(policy)
 }
 
 /// Content blocks as tagged tuples (the facade's `_content_tuple`), or `("raw", json)`.

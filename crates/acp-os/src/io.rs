@@ -70,6 +70,29 @@ impl Waker {
     pub fn fd(&self) -> RawFd {
         self.read.as_raw_fd()
     }
+
+    /// Another handle on the write end, for a thread that must wake this waker's owner (a
+    /// terminal's exit wakes the client's driver).
+    pub fn notifier(&self) -> io::Result<Notifier> {
+        // SAFETY: F_DUPFD_CLOEXEC duplicates our own fd; the new one is owned below.
+        let fd = unsafe { libc::fcntl(self.write.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new fd we own.
+        Ok(Notifier(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+}
+
+/// The write end of a `Waker`, held elsewhere.
+pub struct Notifier(OwnedFd);
+
+impl Notifier {
+    /// Never blocks: a full pipe already means "woken".
+    pub fn wake(&self) {
+        // SAFETY: writing one byte from a valid buffer to a non-blocking fd we own.
+        unsafe { libc::write(self.0.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    }
 }
 
 /// A pidfd for `pid` (Linux >= 5.3): readable once the process exits, so an event loop sees an

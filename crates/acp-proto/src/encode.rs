@@ -169,14 +169,15 @@ impl Json {
     }
 }
 
-pub fn initialize(id: i64, info: &ClientInfo) -> Vec<u8> {
+/// `initialize`; `capabilities` is the `clientCapabilities` JSON (wave 1: `{}`).
+pub fn initialize(id: i64, info: &ClientInfo, capabilities: &str) -> Vec<u8> {
     let mut json = Json::message();
     json.field_raw("id", &id.to_string());
     json.field_str("method", "initialize");
     json.key("params");
     json.open_object();
     json.field_raw("protocolVersion", "1");
-    json.field_raw("clientCapabilities", "{}");
+    json.field_raw("clientCapabilities", capabilities);
     json.key("clientInfo");
     json.open_object();
     json.field_str("name", &info.name);
@@ -524,7 +525,7 @@ mod tests {
     #[test]
     fn initialize_matches_the_reference() {
         assert_eq!(
-            text(initialize(0, &ClientInfo::default())),
+            text(initialize(0, &ClientInfo::default(), "{}")),
             "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{},\"clientInfo\":{\"name\":\"acp\",\"title\":\"acp\",\"version\":\"1.0.0\"}}}\n"
         );
     }

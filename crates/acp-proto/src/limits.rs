@@ -3,6 +3,8 @@
 
 use crate::encode::{ClientInfo, McpServer};
 use crate::error::AcpError;
+use crate::host::HostCapabilities;
+use crate::rules::{Decision, Matcher, Rule};
 
 /// Caps on traffic; every one must be above zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,11 +41,19 @@ impl TransferLimits {
     }
 }
 
-/// What the client grants when the observer leaves a permission request unanswered.
+/// The compiled permission policy (design/host.md §5). With the default value every answer is
+/// wave 1's: no rules, the observer, the two lists, then deny.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PermissionPolicy {
     pub allowed_tool_kinds: Vec<String>,
     pub allowed_title_prefixes: Vec<String>,
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
+    pub default: Decision,
+    pub persist: bool,
+    pub remember: bool,
+    /// Evaluates the host's title patterns (and non-ASCII case folds).
+    pub matcher: Matcher,
 }
 
 impl PermissionPolicy {
@@ -68,6 +78,8 @@ pub struct Config {
     pub agent_id: String,
     /// How long a timed-out turn may take to answer after its `session/cancel`, in ms.
     pub cancel_grace_ms: u64,
+    /// What the client advertises and serves (design/host.md §1); `None`: `{}`, wave 1.
+    pub capabilities: Option<HostCapabilities>,
     /// Whether the connection assembles the reply text itself. A host that already holds each
     /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
     /// and `TurnOutcome::response` is then empty.
@@ -85,6 +97,7 @@ impl Config {
             agent_id: "agent".into(),
             cancel_grace_ms: 5000,
             collect_reply: true,
+            capabilities: None,
         }
     }
 

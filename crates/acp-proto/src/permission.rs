@@ -1,8 +1,22 @@
 //! Permission requests: the owned request the connection keeps while the host decides, the
-//! record the observer sees, and the policy's choice in the behaviour reference's option order.
+//! record the observer sees, and the resolution tiers of design/host.md §5 applied to it.
 
 use crate::limits::PermissionPolicy;
+use crate::rules::{self, Decision, Ruling, Subject};
 use crate::wire::Params;
+
+/// What `on_permission` answered (tier 4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObserverAnswer {
+    /// A `PermissionReply`: sent verbatim.
+    Reply(Selection),
+    /// A `PermissionOutcome`: a decision; its option id is taken when offered and agreeing.
+    Outcome {
+        decision: Decision,
+        option_id: Option<String>,
+        reason: Option<String>,
+    },
+}
 
 /// A decision on a permission request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +43,7 @@ impl Selection {
         }
     }
 
-    fn selected(kind: &str, id: &str) -> Selection {
+    pub fn selected(kind: &str, id: &str) -> Selection {
         Selection {
             outcome: "selected".into(),
             option_id: id.into(),
@@ -39,7 +53,7 @@ impl Selection {
 }
 
 /// A permission request as the observer sees it (owned, so it can outlive the line).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PermissionRecord {
     pub session_id: String,
     pub tool_call_id: String,
@@ -54,6 +68,9 @@ pub struct PermissionRecord {
     pub envelope: String,
     /// The agent's id as raw JSON text.
     pub request_id: String,
+    /// The deciding tier's decision and reason ("" in the preview).
+    pub decision: String,
+    pub reason: String,
 }
 
 /// A permission request waiting for its decision.
@@ -70,6 +87,19 @@ pub struct Ask {
     choices: Vec<(Option<String>, Option<String>)>,
     /// `None` when `options` is absent or not an array.
     has_options: bool,
+    /// Tiers 0–3, decided on arrival: the observer is not asked.
+    pub ruled: Option<Ruling>,
+    /// Tiers 5–6 with the policy of arrival (a decision keeps the policy it started with).
+    fallback: Ruling,
+    remember: bool,
+}
+
+/// A decided request: what to send and the record.
+pub struct Resolved {
+    pub selection: Selection,
+    pub record: PermissionRecord,
+    /// `(kind, title, decision)` to remember for the session (`remember=True`).
+    pub remember: Option<(String, String, Decision)>,
 }
 
 impl Ask {
@@ -105,6 +135,8 @@ impl Ask {
                 .collect(),
             envelope: envelope.to_owned(),
             request_id: raw_id.to_owned(),
+            decision: String::new(),
+            reason: String::new(),
         };
         Ask {
             record,
@@ -120,6 +152,167 @@ impl Ask {
                 })
                 .collect(),
             has_options: options.is_some(),
+            ruled: None,
+            fallback: Ruling::new(Decision::Deny, "default", false),
+            remember: false,
+        }
+    }
+
+    /// The request's kind (own or announced) and title ("" when absent).
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: self.tool_kind.as_deref(),
+            title: self.title.as_deref().unwrap_or(""),
+        }
+    }
+
+    /// Tiers 0–3 on arrival, and tiers 5–6 kept for later, under `policy`.
+    pub fn rule(&mut self, policy: &PermissionPolicy, latched: bool, remembered: Option<Decision>) {
+        let persist = policy.persist;
+        self.remember = policy.remember;
+        let subject = self.subject();
+        let ruled = if latched {
+            Some(Ruling::new(Decision::Cancel, "session cancelled", false))
+        } else if let Some(decision) = remembered.filter(|_| policy.remember) {
+            Some(Ruling::new(decision, "remembered", true))
+        } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher) {
+            Some(Ruling::new(
+                Decision::Deny,
+                format!("deny rule {i}"),
+                persist,
+            ))
+        } else {
+            rules::first_match(&policy.allow, &subject, &policy.matcher)
+                .map(|i| Ruling::new(Decision::Allow, format!("allow rule {i}"), persist))
+        };
+        let kind = subject.kind;
+        let kind_allowed = self.tool_present
+            && kind.is_some_and(|kind| policy.allowed_tool_kinds.iter().any(|k| k == kind));
+        let prefix_allowed = self.tool_present
+            && self.title.as_deref().is_some_and(|title| {
+                policy
+                    .allowed_title_prefixes
+                    .iter()
+                    .any(|p| title.starts_with(p.as_str()))
+            });
+        let fallback = if kind_allowed || prefix_allowed {
+            let reason = if kind_allowed {
+                "allowed_tool_kinds"
+            } else {
+                "allowed_title_prefixes"
+            };
+            let mut ruling = Ruling::new(Decision::Allow, reason, persist);
+            ruling.reject_fallback = true; // seed 000: allowed but no allow option
+            ruling
+        } else {
+            Ruling::new(policy.default, "default", persist)
+        };
+        self.ruled = ruled;
+        self.fallback = fallback;
+    }
+
+    /// The answer: tier 0 when the session is cancelled now, else the tier that decided on
+    /// arrival, else the observer's answer, else tiers 5–6.
+    pub fn resolve(&self, latched: bool, observer: Option<ObserverAnswer>) -> Resolved {
+        let tier0 = Ruling::new(Decision::Cancel, "session cancelled", false);
+        let ruling = if latched {
+            &tier0
+        } else if let Some(ruled) = &self.ruled {
+            ruled
+        } else {
+            match observer {
+                Some(ObserverAnswer::Reply(selection)) => return self.replied(selection),
+                Some(ObserverAnswer::Outcome {
+                    decision,
+                    option_id,
+                    reason,
+                }) => {
+                    let mut ruling = Ruling::new(
+                        decision,
+                        reason.unwrap_or_else(|| "observer".into()),
+                        self.fallback.persist,
+                    );
+                    ruling.option_id = option_id;
+                    return self.finish(&ruling, true);
+                }
+                None => &self.fallback,
+            }
+        };
+        // Tier 1 is already remembered; tier 0 selects no option, so nothing is kept.
+        let remembered = self
+            .ruled
+            .as_ref()
+            .is_some_and(|r| r.reason == "remembered");
+        let rememberable = !(std::ptr::eq(ruling, &tier0) || remembered);
+        self.finish(ruling, rememberable)
+    }
+
+    fn offered(&self) -> Vec<(&str, &str)> {
+        if !self.has_options {
+            return Vec::new();
+        }
+        self.choices
+            .iter()
+            .filter_map(|(kind, id)| Some((kind.as_deref()?, id.as_deref()?)))
+            .collect()
+    }
+
+    fn finish(&self, ruling: &Ruling, rememberable: bool) -> Resolved {
+        let offered = self.offered();
+        let selection = match rules::choose(ruling, &offered) {
+            Some((kind, id)) => Selection::selected(kind, id),
+            None => Selection::cancelled(),
+        };
+        self.resolved(
+            selection,
+            ruling.decision.as_str(),
+            &ruling.reason,
+            rememberable,
+        )
+    }
+
+    /// A `PermissionReply`, sent verbatim; its decision is read from the chosen option's kind.
+    fn replied(&self, selection: Selection) -> Resolved {
+        let kind = self
+            .choices
+            .iter()
+            .find(|(_, id)| id.as_deref() == Some(selection.option_id.as_str()))
+            .and_then(|(kind, _)| kind.clone())
+            .unwrap_or_else(|| selection.option_kind.clone());
+        let decision = if selection.outcome == "cancelled" {
+            Decision::Cancel.as_str()
+        } else {
+            Decision::of_option_kind(&kind).map_or("", Decision::as_str)
+        };
+        let mut resolved = self.resolved(selection, decision, "observer", true);
+        if resolved.remember.is_some() {
+            // Remember what the chosen option means, whatever kind the reply recorded.
+            resolved.remember = Decision::of_option_kind(&kind)
+                .filter(|_| kind.ends_with("_always"))
+                .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
+        }
+        resolved
+    }
+
+    fn resolved(
+        &self,
+        selection: Selection,
+        decision: &str,
+        reason: &str,
+        rememberable: bool,
+    ) -> Resolved {
+        let remember =
+            (self.remember && rememberable && selection.option_kind.ends_with("_always"))
+                .then(|| Decision::of_option_kind(&selection.option_kind))
+                .flatten()
+                .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
+        let mut record = self.with(&selection, true);
+        record.decision = decision.to_owned();
+        record.reason = reason.to_owned();
+        Resolved {
+            selection,
+            record,
+            remember,
         }
     }
 
@@ -138,38 +331,5 @@ impl Ask {
             record.envelope.clear();
         }
         record
-    }
-
-    /// The policy's choice: first `allow_once`, else first `allow_always` when the policy grants
-    /// the kind or title; else first `reject_once`, else the last `reject_always`, else
-    /// `cancelled`.
-    pub fn policy_selection(&self, policy: &PermissionPolicy) -> Selection {
-        if !self.has_options {
-            return Selection::cancelled();
-        }
-        let allowed =
-            self.tool_present && policy.allows(self.tool_kind.as_deref(), self.title.as_deref());
-        let candidates = || {
-            self.choices
-                .iter()
-                .filter_map(|(kind, id)| Some((kind.as_deref()?, id.as_deref()?)))
-        };
-        let first = |wanted: &str| {
-            candidates()
-                .find(|(kind, _)| *kind == wanted)
-                .map(|(kind, id)| Selection::selected(kind, id))
-        };
-        if allowed {
-            if let Some(selection) = first("allow_once").or_else(|| first("allow_always")) {
-                return selection;
-            }
-        }
-        if let Some(selection) = first("reject_once") {
-            return selection;
-        }
-        candidates()
-            .rfind(|(kind, _)| *kind == "reject_always")
-            .map(|(kind, id)| Selection::selected(kind, id))
-            .unwrap_or_else(Selection::cancelled)
     }
 }

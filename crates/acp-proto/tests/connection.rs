@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use acp_proto::calls::CallId;
 use acp_proto::encode::ContentBlock;
 use acp_proto::error::AcpError;
+use acp_proto::host::HostOk;
 use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
 use acp_proto::reader::Limits;
 use acp_proto::{Connection, Event, Outcome, Request};
@@ -29,6 +30,7 @@ fn connection_with(limits: TransferLimits) -> Connection {
     config.policy = PermissionPolicy {
         allowed_tool_kinds: vec!["read".into()],
         allowed_title_prefixes: vec![],
+        ..PermissionPolicy::default()
     };
     Connection::new(
         config,
@@ -104,6 +106,20 @@ fn events(conn: &mut Connection) -> Vec<String> {
                 Err(error) => format!("failed {} {}", call.0, error.class_name()),
             }),
             Ok(Some(Event::Other { line })) => seen.push(format!("other {line}")),
+            Ok(Some(Event::Host {
+                host, method, op, ..
+            })) => {
+                let answer = conn
+                    .answer_host(host, op.map(|_| HostOk::Empty), None)
+                    .unwrap();
+                seen.push(format!(
+                    "host {} {:?} {:?}",
+                    method.wire(),
+                    answer.activity.error_code,
+                    answer.activity.reason
+                ));
+                conn.send_host(answer);
+            }
             Err(error) => {
                 seen.push(format!("error {}", error.class_name()));
                 return seen;

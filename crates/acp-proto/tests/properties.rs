@@ -438,6 +438,7 @@ fn config() -> Config {
     config.policy = PermissionPolicy {
         allowed_tool_kinds: vec!["read".into()],
         allowed_title_prefixes: vec!["ok".into()],
+        ..PermissionPolicy::default()
     };
     config
 }
@@ -559,6 +560,12 @@ fn drive(conn: &mut Connection, line: &[u8]) -> bool {
             }
             Ok(Some(Event::Done { .. })) => ended = true,
             Ok(Some(Event::Other { .. })) => {}
+            Ok(Some(Event::Host { host, op, .. })) => {
+                let answer = conn
+                    .answer_host(host, op.map(|_| acp_proto::host::HostOk::Empty), None)
+                    .expect("a small answer fits request_bytes");
+                conn.send_host(answer);
+            }
             Err(error) => {
                 assert!(!error.description().is_empty());
                 return true;

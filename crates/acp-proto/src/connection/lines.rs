@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::*;
+use crate::host::ClientMethod;
 
 impl Core {
     // --- incoming lines --------------------------------------------------------------------
@@ -103,6 +104,14 @@ impl Core {
                     excerpt(line, 200)
                 ))),
             },
+            Some("$/cancel_request") if message.id.is_none() => Ok(self
+                .cancel_host(envelope)
+                .unwrap_or(Event::Other { line: envelope })),
+            Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
+                let method = ClientMethod::from_wire(method).expect("checked");
+                let raw_id = message.id.expect("checked").get();
+                Ok(self.host_request(method, raw_id, envelope))
+            }
             Some(_) => {
                 if let Some(raw_id) = message.id {
                     let answer = self.checked(
@@ -158,11 +167,22 @@ impl Core {
                 }
             }
         }
-        let request = Ask::new(raw_id, envelope, fields, announced);
+        let mut request = Ask::new(raw_id, envelope, fields, announced);
+        let remembered = self
+            .remembered
+            .get(session_id)
+            .filter(|_| self.config.policy.remember)
+            .and_then(|r| r.get(&request.record.tool_kind, &request.record.title));
+        request.rule(&self.config.policy, self.latched(session_id), remembered);
         let ask = AskId(self.next_ask);
         self.next_ask += 1;
-        let preview = request.preview();
-        let cancelled = self.latched(session_id);
+        // Tiers 0–3 decided: the observer is not asked, so no preview is built for it.
+        let cancelled = request.ruled.is_some();
+        let preview = if cancelled {
+            PermissionRecord::default()
+        } else {
+            request.preview()
+        };
         self.asks.push((ask, request));
         Event::Permission {
             ask,

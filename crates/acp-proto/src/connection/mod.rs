@@ -22,8 +22,11 @@ use std::collections::VecDeque;
 
 mod answers;
 mod checks;
+mod host;
 mod lines;
 mod requests;
+
+pub use host::{HostAnswer, HostId};
 
 use serde_json::Value;
 
@@ -31,9 +34,10 @@ use crate::calls::{Call, CallId, CallKind, Calls, Listing};
 use crate::encode::{self, ConfigValue, ContentBlock, McpServer};
 use crate::error::{excerpt, AcpError, ProtocolError};
 use crate::limits::Config;
-use crate::permission::{Ask, PermissionRecord, Selection};
+use crate::permission::{Ask, ObserverAnswer, PermissionRecord};
 use crate::reader::{self, Poll, Storage};
 use crate::results::{self, InitializeInfo};
+use crate::rules::Remembered;
 use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
 use crate::update::{UpdateEvent, UpdateKind};
 use crate::wire::{self, Envelope, WireError};
@@ -67,15 +71,25 @@ pub enum Event<'a> {
     /// Ask the observer (unless `cancelled`), then `decide`.
     Permission {
         ask: AskId,
+        /// Empty when `cancelled` (the observer is not asked).
         preview: PermissionRecord,
-        /// The session's cancel latch is tripped: the answer will be `cancelled` whatever
-        /// the observer says, so it need not be asked.
+        /// Decided without the observer (design/host.md §5 tiers 0–3): the session's cancel
+        /// latch is tripped, a remembered answer or a rule matched. The observer is not asked.
         cancelled: bool,
     },
     /// A call finished (`line` is its response; "" when a timer ended it).
     Done {
         call: CallId,
         outcome: Result<Outcome, AcpError>,
+        line: &'a str,
+    },
+    /// A host request (`fs/*`, `terminal/*`, design/host.md): `op` is what the OS side is asked
+    /// to do, or the refusal of checks 1–2; then `answer_host`, `on_activity`, `send_host`.
+    Host {
+        host: HostId,
+        method: crate::host::ClientMethod,
+        session_id: String,
+        op: Result<crate::host::HostOp, crate::host::HostError>,
         line: &'a str,
     },
     /// A line handled here: a notification dropped, a request answered "method not found", a
@@ -153,6 +167,10 @@ struct Core {
     calls: Calls,
     sessions: Vec<SessionEntry>,
     asks: Vec<(AskId, Ask)>,
+    hosts: Vec<host::PendingHost>,
+    next_host: u64,
+    /// Per session: the answers kept by `remember=True` (forgotten when it closes).
+    remembered: std::collections::HashMap<String, Remembered>,
     next_ask: u64,
     done: VecDeque<(CallId, Result<Outcome, AcpError>)>,
     outbox: VecDeque<Vec<u8>>,
@@ -194,6 +212,9 @@ impl Connection {
                 calls: Calls::default(),
                 sessions: Vec::new(),
                 asks: Vec::new(),
+                remembered: Default::default(),
+                hosts: Vec::new(),
+                next_host: 0,
                 next_ask: 0,
                 done: VecDeque::new(),
                 outbox: VecDeque::new(),
@@ -348,7 +369,12 @@ impl Connection {
         self.core.cancel(session_id);
     }
 
-    pub fn decide(&mut self, ask: AskId, observer: Option<Selection>) -> Result<Decided, AcpError> {
+    /// Tiers 4–6 (unless 0–3 decided on arrival), the record, and the answer's bytes.
+    pub fn decide(
+        &mut self,
+        ask: AskId,
+        observer: Option<ObserverAnswer>,
+    ) -> Result<Decided, AcpError> {
         self.core.decide(ask, observer)
     }
 
@@ -453,6 +479,7 @@ impl Core {
     /// The checks every call makes before it takes an id, in the design's order.
     pub(super) fn forget_session(&mut self, session_id: &str) {
         self.sessions.retain(|s| s.id != session_id);
+        self.remembered.remove(session_id);
     }
 
     pub(super) fn abandon(&mut self, handle: CallId) {
@@ -537,7 +564,7 @@ impl Core {
     pub(super) fn decide(
         &mut self,
         ask: AskId,
-        observer: Option<Selection>,
+        observer: Option<ObserverAnswer>,
     ) -> Result<Decided, AcpError> {
         let index = self
             .asks
@@ -547,21 +574,26 @@ impl Core {
                 AcpError::Misuse("this permission request was already decided".into())
             })?;
         let (_, request) = self.asks.remove(index);
-        let selection = if self.latched(&request.record.session_id) {
-            Selection::cancelled()
-        } else {
-            observer.unwrap_or_else(|| request.policy_selection(&self.config.policy))
-        };
+        let session_id = request.record.session_id.clone();
+        let resolved = request.resolve(self.latched(&session_id), observer);
         let bytes = self.checked(
             encode::permission_answer(
                 &request.record.request_id,
-                &selection.outcome,
-                &selection.option_id,
+                &resolved.selection.outcome,
+                &resolved.selection.option_id,
             ),
             "the session/request_permission answer",
         )?;
+        if let Some((kind, title, decision)) = resolved.remember {
+            if self.session(&session_id).is_some() {
+                self.remembered
+                    .entry(session_id)
+                    .or_default()
+                    .keep(&kind, &title, decision);
+            }
+        }
         Ok(Decided {
-            record: request.with(&selection, true),
+            record: resolved.record,
             bytes,
         })
     }

@@ -28,7 +28,11 @@ impl Core {
             timed_out: false,
         };
         let bytes = match request {
-            Request::Initialize => encode::initialize(id, &self.config.client_info),
+            Request::Initialize => encode::initialize(
+                id,
+                &self.config.client_info,
+                &crate::host::HostCapabilities::json(self.config.capabilities.as_ref()),
+            ),
             Request::NewSession {
                 cwd,
                 additional_directories,

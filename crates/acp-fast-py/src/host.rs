@@ -1,0 +1,618 @@
+//! The host side of the binding (design/host.md): the permission policy compiled from its
+//! Python object, the title patterns evaluated under the GIL, the observer's answer read, and
+//! host requests served (files through `acp_os::fs`, then `on_activity`, then the answer).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use acp_os::fs::{self, Roots};
+use acp_os::terminal::{Spawn, Terminals};
+use acp_proto::error::AcpError;
+use acp_proto::host::{ClientMethod, HostCapabilities, HostError, HostOk, HostOp};
+use acp_proto::limits::PermissionPolicy;
+use acp_proto::{Connection, HostId};
+
+use crate::client::CoreClient;
+use crate::driver::Driven;
+use crate::errors::CallError;
+use acp_proto::permission::{ObserverAnswer, Selection};
+use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitleRule};
+
+/// The policy's `re.Pattern` rules (their bound `search`), asked only when a tier reaches them.
+struct PyPatterns {
+    search: Vec<Py<PyAny>>,
+}
+
+impl TitleMatcher for PyPatterns {
+    fn search(&self, pattern: usize, title: &str) -> bool {
+        Python::attach(|py| {
+            self.search[pattern]
+                .call1(py, (title,))
+                .is_ok_and(|found| !found.is_none(py))
+        })
+    }
+
+    fn casefold(&self, title: &str) -> String {
+        Python::attach(|py| {
+            PyString::new(py, title)
+                .call_method0("casefold")
+                .and_then(|folded| folded.extract::<String>())
+                .unwrap_or_else(|_| title.to_lowercase())
+        })
+    }
+}
+
+fn strings(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
+    policy
+        .getattr(name)?
+        .try_iter()?
+        .map(|item| item?.extract::<String>())
+        .collect()
+}
+
+fn rules(
+    policy: &Bound<'_, PyAny>,
+    name: &str,
+    patterns: &mut Vec<Py<PyAny>>,
+) -> PyResult<Vec<Rule>> {
+    let mut compiled = Vec::new();
+    for rule in policy.getattr(name)?.try_iter()? {
+        let rule = rule?;
+        let kind: Option<String> = rule.getattr("kind")?.extract()?;
+        let title = rule.getattr("title")?;
+        let title = if title.is_none() {
+            TitleRule::Any
+        } else if let Ok(text) = title.cast::<PyString>() {
+            // Case-folded once, here, as Python folds it.
+            TitleRule::Folded(text.call_method0("casefold")?.extract()?)
+        } else if title.hasattr("search")? {
+            patterns.push(title.getattr("search")?.unbind());
+            TitleRule::Pattern(patterns.len() - 1)
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "PermissionRule.title must be a str, a re.Pattern or None (got {})",
+                title.repr()?
+            )));
+        };
+        compiled.push(Rule { kind, title });
+    }
+    Ok(compiled)
+}
+
+/// Compiles a `PermissionPolicy`-like object once (wave 1's two lists and host.md's rules).
+pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
+    let optional = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        if policy.hasattr(name)? {
+            Ok(Some(policy.getattr(name)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let mut patterns = Vec::new();
+    let (allow, deny) = if policy.hasattr("allow")? {
+        (
+            rules(policy, "allow", &mut patterns)?,
+            rules(policy, "deny", &mut patterns)?,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let default = match optional("default")? {
+        None => Decision::Deny,
+        Some(value) => {
+            let text: String = value.str()?.extract()?;
+            Decision::parse(&text).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "PermissionPolicy.default must be allow, deny or cancel (got {text:?})"
+                ))
+            })?
+        }
+    };
+    let flag = |name: &str| -> PyResult<bool> {
+        optional(name)?.map_or(Ok(false), |v| v.extract::<bool>())
+    };
+    let needs_matcher = !patterns.is_empty()
+        || allow
+            .iter()
+            .chain(&deny)
+            .any(|r| matches!(r.title, TitleRule::Folded(_)));
+    Ok(PermissionPolicy {
+        allowed_tool_kinds: strings(policy, "allowed_tool_kinds")?,
+        allowed_title_prefixes: strings(policy, "allowed_title_prefixes")?,
+        allow,
+        deny,
+        default,
+        persist: flag("persist")?,
+        remember: flag("remember")?,
+        matcher: Matcher(
+            needs_matcher
+                .then(|| Arc::new(PyPatterns { search: patterns }) as Arc<dyn TitleMatcher>),
+        ),
+    })
+}
+
+/// `on_permission`'s answer as the facade passes it: ("reply", outcome, option id, option
+/// kind), ("outcome", decision, option id, reason), or None.
+pub(crate) fn observer_answer(answer: &Bound<'_, PyAny>) -> PyResult<Option<ObserverAnswer>> {
+    let Some((tag, a, b, c)) = answer.extract::<Option<(String, String, String, String)>>()? else {
+        return Ok(None);
+    };
+    let optional = |text: String| (!text.is_empty()).then_some(text);
+    Ok(Some(match tag.as_str() {
+        "reply" => ObserverAnswer::Reply(Selection {
+            outcome: a,
+            option_id: b,
+            option_kind: c,
+        }),
+        _ => ObserverAnswer::Outcome {
+            decision: Decision::parse(&a)
+                .ok_or_else(|| PyTypeError::new_err(format!("not a PermissionDecision: {a:?}")))?,
+            option_id: optional(b),
+            reason: optional(c),
+        },
+    }))
+}
+
+// --- host requests: files (and terminals) served for the agent ------------------------------
+
+/// The client's capability config as the facade passes it: None, or (read, write, terminal,
+/// additional_directories, allow_any_path, terminal_output_bytes, read_missing_as_empty).
+type ConfigTuple = (bool, bool, bool, Vec<String>, bool, u64, bool);
+
+fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
+    options.getattr("capabilities")?.extract()
+}
+
+/// What `initialize` advertises (`None`: `{}`, wave 1).
+pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabilities>> {
+    Ok(
+        config_tuple(options)?.map(|(read, write, terminal, ..)| HostCapabilities {
+            read_text_file: read,
+            write_text_file: write,
+            terminal,
+        }),
+    )
+}
+
+/// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
+/// kill them from any thread, and drop them, so their descriptors close with the client.
+#[derive(Clone, Default)]
+pub(crate) struct KillSwitch(Arc<Mutex<(bool, Option<Arc<Terminals>>)>>);
+
+impl KillSwitch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, Option<Arc<Terminals>>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn kill_all(&self) {
+        let taken = {
+            let mut slot = self.lock();
+            slot.0 = true; // no terminal is started after this
+            slot.1.take()
+        };
+        if let Some(terminals) = taken {
+            terminals.close(); // kills, reaps, joins the drain thread; the drop closes the fds
+        }
+    }
+
+    fn get(&self) -> Option<Arc<Terminals>> {
+        self.lock().1.clone()
+    }
+
+    fn get_or_start(
+        &self,
+        notifier: Option<&Arc<acp_os::io::Notifier>>,
+    ) -> std::io::Result<Arc<Terminals>> {
+        let mut slot = self.lock();
+        if slot.0 {
+            return Err(std::io::Error::other("the client is closed"));
+        }
+        if let Some(terminals) = &slot.1 {
+            return Ok(Arc::clone(terminals));
+        }
+        let made = Terminals::new()?;
+        if let Some(notifier) = notifier {
+            made.set_notifier(Arc::clone(notifier));
+        }
+        slot.1 = Some(Arc::clone(&made));
+        Ok(made)
+    }
+}
+
+/// The OS side of host requests: the settings, each session's roots, the terminals and the
+/// `terminal/wait_for_exit` requests waiting for an exit.
+#[derive(Default)]
+pub(crate) struct Host {
+    additional_directories: Vec<String>,
+    allow_any_path: bool,
+    read_missing_as_empty: bool,
+    terminal_output_bytes: u64,
+    /// The terminals' base environment: the client's `env`, else the host's at construction.
+    env: Vec<(OsString, OsString)>,
+    /// Per open session: its cwd, the config's and its own additional directories.
+    roots: HashMap<String, Roots>,
+    terminals: KillSwitch,
+    waits: Vec<(HostId, String)>,
+    /// Wakes the client's driver when a terminal exits.
+    notifier: Option<Arc<acp_os::io::Notifier>>,
+}
+
+/// What running a request gave: an answer now (and the activity's path, for a terminal's
+/// effective cwd), or a wait for a terminal's exit.
+enum Ran {
+    Answer(Result<HostOk, HostError>, Option<String>),
+    Wait(String),
+}
+
+fn unknown_terminal(id: &str) -> HostError {
+    HostError::refused("unknown terminal", "terminalId", id)
+}
+
+impl Host {
+    pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
+        let Some((_, _, _, additional, allow_any, output_bytes, missing_as_empty)) =
+            config_tuple(options)?
+        else {
+            return Ok(Host::default());
+        };
+        let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
+        let env = match env {
+            Some(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            None => std::env::vars_os().collect(),
+        };
+        Ok(Host {
+            additional_directories: additional,
+            allow_any_path: allow_any,
+            read_missing_as_empty: missing_as_empty,
+            terminal_output_bytes: output_bytes,
+            env,
+            roots: HashMap::new(),
+            terminals: KillSwitch::default(),
+            waits: Vec::new(),
+            notifier: None,
+        })
+    }
+
+    /// Whether the client serves files and terminals (`capabilities=` given).
+    pub(crate) fn configured(&self) -> bool {
+        self.terminal_output_bytes > 0
+    }
+
+    /// A terminal's exit wakes the driver through this (the client's waker).
+    pub(crate) fn set_notifier(&mut self, notifier: Option<acp_os::io::Notifier>) {
+        self.notifier = notifier.map(Arc::new);
+    }
+
+    pub(crate) fn kill_switch(&self) -> KillSwitch {
+        self.terminals.clone()
+    }
+
+    fn terminals(&self) -> std::io::Result<Arc<Terminals>> {
+        self.terminals.get_or_start(self.notifier.as_ref())
+    }
+
+    /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
+    pub(crate) fn exits_pending(&self) -> bool {
+        !self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits())
+    }
+
+    /// Runs a checked request (no GIL needed): confinement, then the operation.
+    fn run(&self, session_id: &str, op: HostOp, request_bytes: usize) -> Ran {
+        let no_roots = Roots::default();
+        let roots = self.roots.get(session_id).unwrap_or(&no_roots);
+        let answer = |result| Ran::Answer(result, None);
+        match op {
+            HostOp::Read { path, line, limit } => answer(
+                fs::confine(roots, &path, self.allow_any_path)
+                    .and_then(|target| {
+                        fs::read_text_file(
+                            &target,
+                            line,
+                            limit,
+                            request_bytes,
+                            self.read_missing_as_empty,
+                        )
+                    })
+                    .map(HostOk::Content)
+                    .map_err(|e| e.host_error(&path)),
+            ),
+            HostOp::Write { path, content } => answer(
+                fs::confine(roots, &path, self.allow_any_path)
+                    .and_then(|target| fs::write_text_file(&target, &content))
+                    .map(|()| HostOk::Empty)
+                    .map_err(|e| e.host_error(&path)),
+            ),
+            HostOp::TerminalCreate {
+                command,
+                args,
+                env,
+                cwd,
+                output_byte_limit,
+            } => {
+                let cwd = cwd.unwrap_or_else(|| {
+                    roots
+                        .cwd()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                });
+                let result = self.create(
+                    session_id,
+                    roots,
+                    &cwd,
+                    command,
+                    args,
+                    env,
+                    output_byte_limit,
+                );
+                Ran::Answer(result, Some(cwd))
+            }
+            HostOp::Terminal { terminal_id } => answer(Err(unknown_terminal(&terminal_id))),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        session_id: &str,
+        roots: &Roots,
+        cwd: &str,
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        output_byte_limit: Option<u64>,
+    ) -> Result<HostOk, HostError> {
+        let target = fs::confine(roots, cwd, self.allow_any_path).map_err(|e| e.host_error(cwd))?;
+        let dir = fs::open_dir(&target).map_err(|e| e.host_error(cwd))?;
+        let mut full = self.env.clone();
+        for (name, value) in env {
+            let name = OsString::from(name);
+            full.retain(|(k, _)| *k != name);
+            full.push((name, OsString::from(value)));
+        }
+        let limit = output_byte_limit
+            .unwrap_or(self.terminal_output_bytes)
+            .min(self.terminal_output_bytes);
+        let spawn = Spawn {
+            command,
+            args,
+            env: full,
+            cwd: dir,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        };
+        self.terminals()
+            .and_then(|t| t.create(session_id, spawn))
+            .map(HostOk::TerminalCreated)
+            .map_err(|e| HostError::failed(-32603, &fs::strerror(&e), None))
+    }
+
+    /// `terminal/output|wait_for_exit|kill|release` (quick: no GIL release needed).
+    fn terminal(&self, method: ClientMethod, session_id: &str, id: &str) -> Ran {
+        let Some(terminals) = self.terminals.get() else {
+            return Ran::Answer(Err(unknown_terminal(id)), None);
+        };
+        let result = match method {
+            ClientMethod::TerminalOutput => {
+                terminals
+                    .output(id, session_id)
+                    .map(|(bytes, truncated, exit)| HostOk::Output {
+                        output: String::from_utf8_lossy(&bytes).into_owned(),
+                        truncated,
+                        exit,
+                    })
+            }
+            ClientMethod::TerminalWaitForExit => match terminals.exit_status(id, session_id) {
+                Some(Some(status)) => Some(HostOk::Exit(status)),
+                Some(None) => return Ran::Wait(id.to_owned()),
+                None => None,
+            },
+            ClientMethod::TerminalKill => terminals.kill(id, session_id).then_some(HostOk::Empty),
+            _ => terminals.release(id, session_id).then_some(HostOk::Empty),
+        };
+        Ran::Answer(result.ok_or_else(|| unknown_terminal(id)), None)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.terminals.kill_all(); // garbage collection of the client
+    }
+}
+
+/// A host request as the driver hands it over: its id, session and checked operation.
+pub(crate) type HostRequest = (HostId, ClientMethod, String, Result<HostOp, HostError>);
+
+/// Why serving a host request stopped the call.
+pub(crate) enum HostFailure {
+    /// `on_activity` raised: the client stops, the answer is not written.
+    Activity(PyErr),
+    Call(CallError),
+}
+
+impl From<AcpError> for HostFailure {
+    fn from(error: AcpError) -> Self {
+        HostFailure::Call(error.into())
+    }
+}
+
+/// One host request: the operation without the GIL, the answer and its activity, then
+/// `on_activity`, then the answer is queued (design/host.md §4). A `wait_for_exit` on a
+/// running terminal waits in `Host::waits` and is answered by `answer_waits`.
+pub(crate) fn serve(
+    py: Python<'_>,
+    driven: &mut Driven,
+    request: HostRequest,
+) -> Result<(), HostFailure> {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    serve_with(py, &mut driven.conn, &mut driven.host, on_activity, request)
+}
+
+/// `serve` for any driver: the connection, the host state and `on_activity`.
+pub(crate) fn serve_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+    request: HostRequest,
+) -> Result<(), HostFailure> {
+    let (host, method, session_id, op) = request;
+    let request_bytes = conn.config().limits.request_bytes;
+    let ran = match op {
+        Err(refused) => Ran::Answer(Err(refused), None),
+        Ok(HostOp::Terminal { terminal_id }) => state.terminal(method, &session_id, &terminal_id),
+        Ok(op) => {
+            let shared = &*state;
+            py.detach(|| shared.run(&session_id, op, request_bytes))
+        }
+    };
+    match ran {
+        Ran::Wait(terminal_id) => {
+            state.waits.push((host, terminal_id));
+            Ok(())
+        }
+        Ran::Answer(result, path) => {
+            let result = fit_output(conn, host, result, request_bytes);
+            answer(py, conn, on_activity, host, result, path)
+        }
+    }
+}
+
+/// Terminal output cut further from the front (on a character boundary, `truncated` set)
+/// until its answer fits `request_bytes`.
+fn fit_output(
+    conn: &Connection,
+    host: HostId,
+    mut result: Result<HostOk, HostError>,
+    request_bytes: usize,
+) -> Result<HostOk, HostError> {
+    if !matches!(result, Ok(HostOk::Output { .. })) {
+        return result; // only terminal output is cut; other answers are checked by the connection
+    }
+    let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
+    for _ in 0..8 {
+        let size = acp_proto::host::answer(&raw_id, &result).len();
+        let Ok(HostOk::Output {
+            output, truncated, ..
+        }) = &mut result
+        else {
+            break;
+        };
+        if size <= request_bytes || output.is_empty() {
+            break;
+        }
+        let mut cut = (size - request_bytes).min(output.len());
+        while !output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        output.drain(..cut);
+        *truncated = true;
+    }
+    result
+}
+
+fn answer(
+    py: Python<'_>,
+    conn: &mut Connection,
+    on_activity: Option<&Py<PyAny>>,
+    host: HostId,
+    result: Result<HostOk, HostError>,
+    path: Option<String>,
+) -> Result<(), HostFailure> {
+    let answer = conn.answer_host(host, result, path)?;
+    if let Some(callback) = on_activity {
+        let a = &answer.activity;
+        let record = (
+            a.method,
+            a.allowed,
+            a.path.as_deref(),
+            a.command.as_deref(),
+            a.terminal_id.as_deref(),
+            a.reason.as_deref(),
+            a.session_id.as_str(),
+            a.error_code,
+        );
+        if let Err(error) = callback.bind(py).call1((record,)) {
+            return Err(HostFailure::Activity(error)); // dropping `answer` writes nothing
+        }
+    }
+    conn.send_host(answer);
+    Ok(())
+}
+
+/// Answers every `wait_for_exit` whose terminal has exited; drops those already answered
+/// (`$/cancel_request`).
+pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), HostFailure> {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    answer_waits_with(py, &mut driven.conn, &mut driven.host, on_activity)
+}
+
+/// `answer_waits` for any driver.
+pub(crate) fn answer_waits_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+) -> Result<(), HostFailure> {
+    let Some(terminals) = state.terminals.get() else {
+        return Ok(());
+    };
+    let waits = std::mem::take(&mut state.waits);
+    let mut left = Vec::new();
+    let mut failure = None;
+    for (host, terminal_id) in waits {
+        if failure.is_some() || conn.host_raw_id(host).is_none() {
+            if failure.is_some() {
+                left.push((host, terminal_id));
+            }
+            continue;
+        }
+        match terminals.exit_of(&terminal_id) {
+            Some(status) => {
+                let exited = Ok(HostOk::Exit(status));
+                if let Err(error) = answer(py, conn, on_activity, host, exited, None) {
+                    failure = Some(error);
+                }
+            }
+            None => left.push((host, terminal_id)),
+        }
+    }
+    state.waits.extend(left);
+    failure.map_or(Ok(()), Err)
+}
+
+#[pymethods]
+impl CoreClient {
+    /// Sets a session's roots (design/host.md §2): its cwd, the config's and its own
+    /// additional directories, each kept as given and as its realpath, taken now.
+    fn host_roots(
+        &self,
+        py: Python<'_>,
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+    ) -> PyResult<()> {
+        let mut driven = self.enter(py)?;
+        let mut all = vec![cwd];
+        all.extend(driven.host.additional_directories.iter().cloned());
+        all.extend(directories);
+        driven.host.roots.insert(session_id, Roots::new(all));
+        Ok(())
+    }
+
+    /// Forgets a closed session's roots and releases its terminals.
+    fn host_forget(&self, session_id: String) {
+        if let Ok(mut driven) = self.call.try_lock() {
+            driven.host.roots.remove(&session_id);
+            if let Some(terminals) = driven.host.terminals.get() {
+                terminals.release_session(&session_id);
+            }
+        }
+    }
+}

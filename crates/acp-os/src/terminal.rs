@@ -1,0 +1,508 @@
+//! Terminals for the agent (design/host.md §3): each command runs without a shell in a session
+//! of its own (so it leads its own process group), stdout and stderr merged into one pipe that
+//! one thread per client drains for all its terminals, keeping only the longest suffix within
+//! the byte limit that starts on a UTF-8 boundary. Exits are seen through pidfds (Linux; a short
+//! poll elsewhere). Killing reaches the group and every descendant, as for the agent.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use acp_proto::host::ExitStatus;
+
+use crate::io::Waker;
+use crate::process::descendants;
+
+/// The retained output: the last `limit` bytes in a ring; a snapshot drops leading UTF-8
+/// continuation bytes, so it is the longest suffix within `limit` that starts on a boundary.
+#[derive(Debug)]
+pub struct Retained {
+    ring: VecDeque<u8>,
+    limit: usize,
+    dropped: u64,
+}
+
+impl Retained {
+    pub fn new(limit: usize) -> Retained {
+        Retained {
+            ring: VecDeque::with_capacity(limit.min(1 << 16)),
+            limit,
+            dropped: 0,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if bytes.len() >= self.limit {
+            self.dropped += (self.ring.len() + bytes.len() - self.limit) as u64;
+            self.ring.clear();
+            self.ring.extend(&bytes[bytes.len() - self.limit..]);
+            return;
+        }
+        let over = (self.ring.len() + bytes.len()).saturating_sub(self.limit);
+        self.ring.drain(..over);
+        self.dropped += over as u64;
+        self.ring.extend(bytes);
+    }
+
+    /// The kept bytes and whether any byte of the output was dropped.
+    pub fn snapshot(&self) -> (Vec<u8>, bool) {
+        let skip = self
+            .ring
+            .iter()
+            .take(3)
+            .take_while(|b| **b & 0xC0 == 0x80)
+            .count();
+        // A fourth continuation byte cannot start a character either; keep skipping then.
+        let skip = if skip == 3 {
+            self.ring.iter().take_while(|b| **b & 0xC0 == 0x80).count()
+        } else {
+            skip
+        };
+        let bytes: Vec<u8> = self.ring.iter().skip(skip).copied().collect();
+        (bytes, self.dropped > 0 || skip > 0)
+    }
+}
+
+/// The name of signal `n` as Python's `signal.Signals` has it.
+pub fn signal_name(n: i32) -> String {
+    let name = match n {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGSYS => "SIGSYS",
+        other => return format!("SIG{other}"),
+    };
+    name.into()
+}
+
+fn exit_of(status: libc::c_int) -> ExitStatus {
+    if libc::WIFSIGNALED(status) {
+        ExitStatus {
+            exit_code: None,
+            signal: Some(signal_name(libc::WTERMSIG(status))),
+        }
+    } else {
+        ExitStatus {
+            exit_code: Some(libc::WEXITSTATUS(status) as u32),
+            signal: None,
+        }
+    }
+}
+
+/// What a terminal runs.
+pub struct Spawn {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The whole environment (the client's plus the request's).
+    pub env: Vec<(OsString, OsString)>,
+    /// The working directory, already opened (race-free) by the confinement walk.
+    pub cwd: OwnedFd,
+    pub limit: usize,
+}
+
+struct Term {
+    session: String,
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    out: Option<OwnedFd>,
+    retained: Retained,
+    exit: Option<ExitStatus>,
+    /// Forgotten by the agent (release): unknown to requests, dropped once it has ended.
+    released: bool,
+}
+
+impl Term {
+    /// SIGTERM then SIGKILL to the group and every descendant, without waiting.
+    fn kill(&self) {
+        if self.exit.is_some() {
+            // The leader is reaped; what is left of its group still goes.
+            // SAFETY: kill(2) of the group: its id cannot be reused while a member lives.
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+            return;
+        }
+        let family = descendants(self.pid);
+        // SAFETY: plain kill(2); the leader is unreaped, so the pid and group are still ours.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGTERM);
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        for pid in family {
+            // SAFETY: a descendant seen a moment ago.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Reaps the leader if it has exited.
+    fn reap(&mut self, block: bool) -> bool {
+        if self.exit.is_some() {
+            return true;
+        }
+        let mut status = 0;
+        let flags = if block { 0 } else { libc::WNOHANG };
+        // SAFETY: waitpid on our own child.
+        let got = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+        if got == self.pid {
+            self.exit = Some(exit_of(status));
+            self.pidfd = None;
+            crate::supervisor::forget(self.pid as u32);
+            return true;
+        }
+        if got < 0 {
+            // Not our child any more (reaped elsewhere): report it as killed.
+            self.exit = Some(ExitStatus {
+                exit_code: None,
+                signal: Some("SIGKILL".into()),
+            });
+            self.pidfd = None;
+            return true;
+        }
+        false
+    }
+}
+
+/// How many ended, released terminals keep their exit status for pending waits.
+const ENDED: usize = 1024;
+
+#[derive(Default)]
+struct Inner {
+    terms: HashMap<String, Term>,
+    /// Exit statuses of released terminals already dropped, oldest first.
+    ended: VecDeque<(String, ExitStatus)>,
+    next: u64,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Every terminal of one client and the thread that drains them.
+pub struct Terminals {
+    inner: Mutex<Inner>,
+    waker: Waker,
+    closed: AtomicBool,
+    /// A terminal exited since `take_exits` last looked.
+    exited: AtomicBool,
+    /// Wakes the client's driver when a terminal exits (a pending wait can be answered).
+    notifier: Mutex<Option<Arc<crate::io::Notifier>>>,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe() fills two fds on success.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds are new and ours alone.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for fd in [&read, &write] {
+        // SAFETY: fcntl on an fd we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        let flags = libc::fcntl(read.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(read.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    Ok((read, write))
+}
+
+#[cfg(target_os = "linux")]
+fn pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open(2) on our own unreaped child; the fd is owned below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a new fd returned by the kernel.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pidfd(_pid: libc::pid_t) -> Option<OwnedFd> {
+    None
+}
+
+impl Terminals {
+    pub fn new() -> io::Result<Arc<Terminals>> {
+        Ok(Arc::new(Terminals {
+            inner: Mutex::new(Inner::default()),
+            waker: Waker::new()?,
+            closed: AtomicBool::new(false),
+            exited: AtomicBool::new(false),
+            notifier: Mutex::new(None),
+        }))
+    }
+
+    /// Who to wake when a terminal exits.
+    pub fn set_notifier(&self, notifier: Arc<crate::io::Notifier>) {
+        *self.notifier.lock().unwrap_or_else(|e| e.into_inner()) = Some(notifier);
+    }
+
+    /// Starts a terminal; its id is `term-<n>`, n counting from 1.
+    pub fn create(self: &Arc<Self>, session: &str, spawn: Spawn) -> io::Result<String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(io::Error::other("the client is closed"));
+        }
+        let (read, write) = pipe()?;
+        let mut command = Command::new(&spawn.command);
+        command
+            .args(&spawn.args)
+            .env_clear()
+            .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(write.try_clone()?))
+            .stderr(Stdio::from(write));
+        let cwd = spawn.cwd.as_raw_fd();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setsid() < 0 || libc::fchdir(cwd) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn()?;
+        drop(command); // closes our copies of the write end
+        let pid = child.id() as libc::pid_t;
+        crate::supervisor::watch(pid as u32);
+        let mut inner = lock(&self.inner);
+        inner.next += 1;
+        let id = format!("term-{}", inner.next);
+        inner.terms.insert(
+            id.clone(),
+            Term {
+                session: session.to_owned(),
+                pid,
+                pidfd: pidfd(pid),
+                out: Some(read),
+                retained: Retained::new(spawn.limit),
+                exit: None,
+                released: false,
+            },
+        );
+        if inner.thread.is_none() {
+            let me = Arc::clone(self);
+            inner.thread = Some(std::thread::spawn(move || me.drain()));
+        }
+        drop(inner);
+        self.waker.wake();
+        Ok(id)
+    }
+
+    fn with<T>(&self, id: &str, session: &str, f: impl FnOnce(&mut Term) -> T) -> Option<T> {
+        let mut inner = lock(&self.inner);
+        let term = inner.terms.get_mut(id)?;
+        (term.session == session && !term.released).then(|| f(term))
+    }
+
+    /// (kept bytes, truncated, exit status); None for an id unknown to this session.
+    pub fn output(&self, id: &str, session: &str) -> Option<(Vec<u8>, bool, Option<ExitStatus>)> {
+        self.with(id, session, |t| {
+            let (bytes, truncated) = t.retained.snapshot();
+            (bytes, truncated, t.exit.clone())
+        })
+    }
+
+    /// Whether the id is known to this session, and its exit status if it has exited.
+    pub fn exit_status(&self, id: &str, session: &str) -> Option<Option<ExitStatus>> {
+        self.with(id, session, |t| t.exit.clone())
+    }
+
+    /// The exit status of a terminal by id, released or not (pending waits).
+    pub fn exit_of(&self, id: &str) -> Option<ExitStatus> {
+        let inner = lock(&self.inner);
+        match inner.terms.get(id) {
+            Some(term) => term.exit.clone(),
+            None => inner
+                .ended
+                .iter()
+                .find(|(ended, _)| ended == id)
+                .map(|(_, status)| status.clone()),
+        }
+    }
+
+    pub fn kill(&self, id: &str, session: &str) -> bool {
+        self.with(id, session, |t| t.kill()).is_some()
+    }
+
+    /// Kills it if running and forgets the id (its exit is still recorded for pending waits).
+    pub fn release(&self, id: &str, session: &str) -> bool {
+        let known = self
+            .with(id, session, |t| {
+                t.kill();
+                t.released = true;
+            })
+            .is_some();
+        self.waker.wake();
+        known
+    }
+
+    /// Releases every terminal of a closed session.
+    pub fn release_session(&self, session: &str) {
+        let mut inner = lock(&self.inner);
+        for term in inner.terms.values_mut().filter(|t| t.session == session) {
+            term.kill();
+            term.released = true;
+        }
+        drop(inner);
+        self.waker.wake();
+    }
+
+    /// Whether a terminal exited since the last look (a cheap check per loop of the driver).
+    pub fn take_exits(&self) -> bool {
+        self.exited.swap(false, Ordering::SeqCst)
+    }
+
+    /// Kills and reaps every terminal and stops the drain thread (close, GC, exit).
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let thread = {
+            let mut inner = lock(&self.inner);
+            for term in inner.terms.values_mut() {
+                term.kill();
+            }
+            for term in inner.terms.values_mut() {
+                term.reap(true);
+            }
+            inner.thread.take()
+        };
+        self.waker.wake();
+        if let Some(thread) = thread {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// The drain thread: poll every output pipe and pidfd, keep what is printed, note exits.
+    fn drain(self: Arc<Self>) {
+        let mut buf = vec![0u8; 64 * 1024];
+        let has_pidfds = cfg!(target_os = "linux");
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut fds = vec![libc::pollfd {
+                fd: self.waker.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            let mut polling_exits = false;
+            {
+                let inner = lock(&self.inner);
+                for term in inner.terms.values() {
+                    for fd in [&term.out, &term.pidfd].into_iter().flatten() {
+                        fds.push(libc::pollfd {
+                            fd: fd.as_raw_fd(),
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                    }
+                    polling_exits |= term.exit.is_none() && term.pidfd.is_none();
+                }
+            }
+            let timeout = if polling_exits || !has_pidfds {
+                50
+            } else {
+                1000
+            };
+            // SAFETY: a valid array of pollfds. The fds stay open: only this thread closes them.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if fds[0].revents != 0 {
+                self.waker.drain();
+            }
+            let ready: Vec<RawFd> = fds[1..]
+                .iter()
+                .filter(|p| p.revents != 0)
+                .map(|p| p.fd)
+                .collect();
+            let mut inner = lock(&self.inner);
+            let mut any_exit = false;
+            for term in inner.terms.values_mut() {
+                if let Some(out) = &term.out {
+                    if ready.contains(&out.as_raw_fd()) {
+                        // One read per wake: a flooding terminal cannot starve the others.
+                        // SAFETY: reading into our buffer from our non-blocking fd.
+                        let n = unsafe {
+                            libc::read(out.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                        };
+                        if n > 0 {
+                            term.retained.push(&buf[..n as usize]);
+                        } else if n == 0
+                            || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
+                        {
+                            term.out = None; // end of output (every writer closed it)
+                        }
+                    }
+                }
+                let check = match &term.pidfd {
+                    Some(fd) => ready.contains(&fd.as_raw_fd()),
+                    None => term.exit.is_none(),
+                };
+                if check && term.exit.is_none() && term.reap(false) {
+                    any_exit = true;
+                }
+            }
+            // A released terminal is dropped once it has ended and its pipe is closed.
+            let gone: Vec<String> = inner
+                .terms
+                .iter()
+                .filter(|(_, t)| t.released && t.exit.is_some() && t.out.is_none())
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in gone {
+                if let Some(term) = inner.terms.remove(&id) {
+                    if inner.ended.len() >= ENDED {
+                        inner.ended.pop_front();
+                    }
+                    inner.ended.push_back((id, term.exit.expect("ended")));
+                }
+            }
+            drop(inner);
+            if any_exit {
+                self.exited.store(true, Ordering::SeqCst);
+                if let Some(notifier) = &*self.notifier.lock().unwrap_or_else(|e| e.into_inner()) {
+                    notifier.wake();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Terminals {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,73 @@
+"""The host side's glue for `Client` (design/host.md): the capability config as the core reads
+it, and `observer.on_activity` fed `ClientActivity` records."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._types import ClientActivity, ClientCapabilityConfig, ClientMethod, PermissionRule
+
+
+def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] | None:
+    if config is None:
+        return None
+    if not isinstance(config, ClientCapabilityConfig):
+        raise TypeError(f"capabilities must be a ClientCapabilityConfig (got {config!r})")
+    return (
+        config.read_text_file,
+        config.write_text_file,
+        config.terminal,
+        list(config.additional_directories),
+        config.allow_any_path,
+        config.terminal_output_bytes,
+        config.read_missing_as_empty,
+    )
+
+
+def activity_callback(on_activity: Any) -> Any:
+    """`observer.on_activity` fed `ClientActivity` records built from the core's tuples."""
+    if on_activity is None:
+        return None
+
+    def record(row: tuple[Any, ...]) -> None:
+        method, allowed, path, command, terminal_id, reason, session_id, code = row
+        on_activity(
+            ClientActivity(
+                ClientMethod(method), allowed, path, command, terminal_id, reason, session_id, code
+            )
+        )
+
+    return record
+
+
+def parse_rule(text: str) -> PermissionRule:
+    """A CLI rule, ``[KIND][:TITLE]``: ``edit`` (that kind), ``execute:git `` (that kind and
+    title substring), ``:Read`` (any kind, title substring); a TITLE written ``/…/`` is a regular
+    expression searched in the title."""
+    kind, _, title = text.partition(":")
+    pattern: str | re.Pattern[str] | None = title or None
+    if title.startswith("/") and title.endswith("/") and len(title) >= 2:
+        try:
+            pattern = re.compile(title[1:-1])
+        except re.error as exc:
+            raise ValueError(f"rule {text!r}: {exc}") from exc
+    if not kind and pattern is None:
+        raise ValueError(f"rule {text!r} names neither a kind nor a title")
+    return PermissionRule(kind=kind or None, title=pattern)
+
+
+def activity_line(activity: ClientActivity) -> str:
+    """One stderr line per host request: ``fs/write_text_file /w/hello.txt: allowed``."""
+    target = activity.path or ""
+    if activity.method == ClientMethod.TERMINAL_CREATE and activity.command:
+        target = f"{activity.command} (in {activity.path})" if activity.path else activity.command
+    elif activity.terminal_id and not target:
+        target = activity.terminal_id
+    if not activity.allowed:
+        verdict = f"refused: {activity.reason}"
+    elif activity.error_code is not None:
+        verdict = f"allowed, failed with {activity.error_code}"
+    else:
+        verdict = "allowed"
+    return f"{activity.method.value} {target}: {verdict}".replace("  ", " ")

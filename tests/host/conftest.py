@@ -1,0 +1,86 @@
+"""Fixtures for the host tests: a client on the scripted host agent."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import acp_fast as acp
+import pytest
+from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS
+
+AGENT = Path(__file__).with_name("host_agent.py")
+
+
+class Recorder:
+    """An observer keeping everything: updates, permission previews and commits, activity."""
+
+    def __init__(self, on_permission: Callable[[acp.PermissionRequest], Any] | None = None):
+        self.updates: list[acp.Update] = []
+        self.previews: list[acp.PermissionRequest] = []
+        self.commits: list[acp.PermissionRequest] = []
+        self.activity: list[Any] = []
+        self.answer = on_permission
+        self.log: Path | None = None  # every line the agent received
+
+    def received(self) -> list[str]:
+        assert self.log is not None
+        return self.log.read_text().splitlines()
+
+    def on_update(self, update: acp.Update) -> None:
+        self.updates.append(update)
+
+    def on_permission(self, request: acp.PermissionRequest) -> Any:
+        self.previews.append(request)
+        return None if self.answer is None else self.answer(request)
+
+    def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+        self.commits.append(request)
+
+    def on_activity(self, activity: Any) -> None:
+        self.activity.append(activity)
+
+
+def run(target: acp.Client | acp.Session, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs one scripted turn; returns the answers the agent received, in order."""
+    session = target.default_session if isinstance(target, acp.Client) else target
+    assert session is not None
+    result = session.prompt(json.dumps(steps))
+    answers: list[dict[str, Any]] = json.loads(result.response)
+    return answers
+
+
+MakeClient = Callable[..., tuple[acp.Client, Recorder]]
+
+
+@pytest.fixture
+def make_host_client(tmp_path: Path) -> Iterator[MakeClient]:
+    clients: list[acp.Client] = []
+
+    def make(
+        recorder: Recorder | None = None, *, start: bool = True, **options: Any
+    ) -> tuple[acp.Client, Recorder]:
+        recorder = recorder or Recorder()
+        settings: dict[str, Any] = {
+            "reader_limits": acp.DEFAULT_READER_LIMITS,
+            "transfer_limits": TEST_TRANSFER_LIMITS,
+            "transport_epoch": 3,
+            "client_info": TEST_CLIENT_INFO,
+            "observer": recorder,
+            "cwd": str(tmp_path),
+        }
+        settings.update(options)
+        log = tmp_path / f"agent{len(clients)}.log"
+        recorder.log = log
+        client = acp.Client(sys.executable, args=["-I", str(AGENT), str(log)], **settings)
+        clients.append(client)
+        if start:
+            client.start()
+        return client, recorder
+
+    yield make
+    for client in clients:
+        client.close()

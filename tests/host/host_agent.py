@@ -1,0 +1,142 @@
+"""A scripted ACP agent for the host tests: it asks the client for things (permissions, files,
+terminals) and reports the answers.
+
+``python host_agent.py LOG``: every line it receives is appended to LOG. `initialize` and
+`session/new` are answered at once (sessions ``s1``, ``s2`` ...). A prompt's text is a JSON list
+of steps, run in order:
+
+- ``{"update": {...}}``: a `session/update` of this session with that `update` object.
+- ``{"request": {"method": M, "params": {...}}}``: a request (ids ``h1``, ``h2`` ...); the
+  agent waits for its answer. ``params.sessionId`` defaults to the prompt's session.
+- ``{"send": {"method": M, "params": {...}}}``: the same without waiting; its answer is
+  collected by a later ``{"collect": N}`` (waits for N outstanding answers).
+- ``{"notify": {...}}``: a raw notification, e.g. ``$/cancel_request``.
+- ``{"wait_cancel": true}``: waits for this session's `session/cancel`.
+
+Then one `agent_message_chunk` whose text is the JSON list of every answer received (in
+arrival order), and the prompt's answer: ``cancelled`` after a cancel, else ``end_turn``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+log = open(sys.argv[1], "a", buffering=1)
+out = sys.stdout
+next_request = 0
+sessions = 0
+cancelled: set[str] = set()
+waiting: dict[str, Any] = {}  # request id -> None until answered
+answers: list[Any] = []
+
+
+def send(message: dict[str, Any]) -> None:
+    out.write(json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def read() -> dict[str, Any] | None:
+    """The next message ({} after an answer to our requests is collected or a cancel noted);
+    None at the end of input."""
+    for raw in sys.stdin:
+        line = raw.strip()
+        if not line:
+            continue
+        log.write(line + "\n")
+        message: dict[str, Any] = json.loads(line)
+        if "method" not in message and message.get("id") in waiting:
+            waiting.pop(message["id"])
+            answers.append(message)
+            return {}
+        if message.get("method") == "session/cancel":
+            cancelled.add(message["params"]["sessionId"])
+            return {}
+        return message
+    return None
+
+
+def request(session_id: str, body: dict[str, Any]) -> None:
+    global next_request
+    next_request += 1
+    request_id = f"h{next_request}"
+    params = {"sessionId": session_id, **body.get("params", {})}
+    waiting[request_id] = None
+    send({"id": request_id, "method": body["method"], "params": params})
+
+
+def wait_for(condition: Any) -> None:
+    while not condition():
+        message = read()
+        if message is None:
+            sys.exit(0)
+        handle(message)
+
+
+def run(session_id: str, prompt_id: Any, steps: list[dict[str, Any]]) -> None:
+    answers.clear()
+    for step in steps:
+        if "update" in step:
+            send(
+                {
+                    "method": "session/update",
+                    "params": {"sessionId": session_id, "update": step["update"]},
+                }
+            )
+        elif "request" in step:
+            request(session_id, step["request"])
+            wait_for(lambda: not waiting)
+        elif "send" in step:
+            request(session_id, step["send"])
+        elif "collect" in step:
+            wanted = len(answers) + step["collect"]
+            wait_for(lambda wanted=wanted: len(answers) >= wanted)
+        elif "notify" in step:
+            send(step["notify"])
+        elif "wait_cancel" in step:
+            wait_for(lambda: session_id in cancelled)
+    text = json.dumps(answers, separators=(",", ":"))
+    send(
+        {
+            "method": "session/update",
+            "params": {
+                "sessionId": session_id,
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": text},
+                },
+            },
+        }
+    )
+    stop = "cancelled" if session_id in cancelled else "end_turn"
+    cancelled.discard(session_id)
+    send({"id": prompt_id, "result": {"stopReason": stop}})
+
+
+def handle(message: dict[str, Any]) -> None:
+    global sessions
+    if not message:
+        return
+    method = message.get("method")
+    request_id = message.get("id")
+    if method == "initialize":
+        capabilities = {"sessionCapabilities": {"additionalDirectories": {}}}
+        result = {"protocolVersion": 1, "agentCapabilities": capabilities}
+        send({"id": request_id, "result": result})
+    elif method == "session/new":
+        sessions += 1
+        send({"id": request_id, "result": {"sessionId": f"s{sessions}"}})
+    elif method == "session/prompt":
+        params = message["params"]
+        steps = json.loads(params["prompt"][0]["text"])
+        run(params["sessionId"], request_id, steps)
+    elif request_id is not None:
+        send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
+
+
+while True:
+    incoming = read()
+    if incoming is None:
+        break
+    handle(incoming)
