@@ -20,9 +20,9 @@ from pathlib import Path
 
 BENCHES = Path(__file__).resolve().parent
 
-# One measurement in a fresh interpreter: the case's figure, on stdout as JSON.
+# One measurement in a fresh interpreter: the case's figure and the host's CPU per unit (JSON).
 MEASURE = """
-import json, sys
+import json, resource, sys, time
 sys.path.insert(0, {benches!r})
 import compare
 case = sys.argv[1]
@@ -31,9 +31,9 @@ if case == "d":
     # host-death guard, once per process; "d0" measures that one alone).
     compare.fast_startup()
     times = sorted(compare.fast_startup() for _ in range(9))
-    print(json.dumps(times[4] * 1000))
+    print(json.dumps([times[4] * 1000, None]))
 elif case == "d0":
-    print(json.dumps(compare.fast_startup() * 1000))
+    print(json.dumps([compare.fast_startup() * 1000, None]))
 else:
     # One client first, as compare.py's warm-up does: the process's one-time costs (imports,
     # the host-death guard started with the first agent) stay out of the timed stream.
@@ -44,32 +44,48 @@ else:
         "b2": (["--updates", "2000", "--text-bytes", str(compare.BIG_TEXT)], True),
         "c": (["--permissions", "2000"], False),
     }}[case]
-    sample = (compare.fast_capped_stream if capped else compare.fast_stream)(args)
+    limits = compare.CAPPED_LIMITS if capped else compare.FAST_LIMITS
+    counter = compare.FastCounter()
+    with compare.fast_client(args, counter, limits) as client:
+        client.start()
+        # The host's CPU (this process) during the prompt, per unit: unlike the rates, it does
+        # not depend on where the scheduler puts the client and the agent.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = usage.ru_utime + usage.ru_stime
+        started = time.perf_counter()
+        result = client.prompt_detailed("go")
+        seconds = time.perf_counter() - started
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = usage.ru_utime + usage.ru_stime - cpu
+    assert result.stop_reason == "end_turn", result.stop_reason
+    sample = compare.Stream(seconds, counter.updates, counter.chars, counter.permissions)
     if case == "a":
-        value = sample.updates / sample.seconds
+        value, cpu = sample.updates / sample.seconds, cpu / sample.updates * 1e6
     elif case == "c":
-        value = sample.permissions / sample.seconds
+        value, cpu = sample.permissions / sample.seconds, cpu / sample.permissions * 1e6
     else:
-        value = sample.chars / sample.seconds / 1e6
-    print(json.dumps(value))
+        value, cpu = sample.chars / sample.seconds / 1e6, cpu / (sample.chars / 1e6) * 1e6
+    print(json.dumps([value, cpu]))
 """
 
 CASES = {
-    "a": "(a) 100,000 updates of 32 B text: updates/s",
-    "b": "(b) 2,000 updates of 64 KiB text: MB/s (whole reply kept)",
-    "b2": "(b2) the same, response_bytes 1 MiB: MB/s",
-    "c": "(c) 2,000 permission round trips: round trips/s",
+    "a": "(a) 100,000 updates of 32 B text: updates/s; host CPU µs/update",
+    "b": "(b) 2,000 updates of 64 KiB text: MB/s (whole reply kept); host CPU µs/MB",
+    "b2": "(b2) the same, response_bytes 1 MiB: MB/s; host CPU µs/MB",
+    "c": "(c) 2,000 permission round trips: round trips/s; host CPU µs/round trip",
     "d": "(d) start-up (spawn + initialize + session/new): ms (lower is better)",
     "d0": "(d0) the same for the first client of a fresh interpreter: ms (lower is better)",
 }
 
 
-def measure(python: str, case: str) -> float:
+def measure(python: str, case: str) -> tuple[float, float | None]:
+    """The case's figure and the host's CPU per unit (None for start-up)."""
     code = MEASURE.format(benches=str(BENCHES))
     out = subprocess.run(
         [python, "-c", code, case], capture_output=True, text=True, check=True, timeout=300
     )
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    value, cpu = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(value), cpu
 
 
 def version(python: str) -> str:
@@ -85,18 +101,34 @@ def main() -> int:
     builds = {"before": args.baseline, "now": sys.executable}
     for name, python in builds.items():
         print(f"{name}: {version(python)}", file=sys.stderr)
-    lines = ["| case | before | now | now / before |", "|---|--:|--:|--:|"]
+    lines = [
+        "| case | before | now | now / before | host CPU before | host CPU now |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
     for case, label in CASES.items():
         samples: dict[str, list[float]] = {name: [] for name in builds}
+        cpus: dict[str, list[float]] = {name: [] for name in builds}
         for number in range(args.rounds):
             for name, python in builds.items():
-                samples[name].append(measure(python, case))
+                value, cpu = measure(python, case)
+                samples[name].append(value)
+                if cpu is not None:
+                    cpus[name].append(cpu)
             print(f"{case} round {number + 1}/{args.rounds}", file=sys.stderr)
         before, now = (statistics.median(samples[name]) for name in builds)
         ratio = before / now if case.startswith("d") else now / before
-        lines.append(f"| {label} | {before:,.1f} | {now:,.1f} | {ratio:.2f}x |")
+        cpu_cells = [
+            f"{statistics.median(cpus[name]):,.2f}" if cpus[name] else "—" for name in builds
+        ]
+        lines.append(
+            f"| {label} | {before:,.1f} | {now:,.1f} | {ratio:.2f}x | {' | '.join(cpu_cells)} |"
+        )
     print("\n".join(lines))
-    print(f"\nMedians of {args.rounds} interleaved rounds; a ratio above 1 means now is better.")
+    print(
+        f"\nMedians of {args.rounds} interleaved rounds; a ratio above 1 means now is better. "
+        "Host CPU: user + system time of the client's process during the prompt, per update, "
+        "MB or round trip."
+    )
     return 0
 
 
