@@ -112,6 +112,14 @@ class SyncOverAsync:
         self._run(asyncio.sleep(timeout))
         return self._client.next_update_sequence - before
 
+    @property
+    def permission_policy(self) -> acp.PermissionPolicy:
+        return self._client.permission_policy
+
+    @permission_policy.setter
+    def permission_policy(self, policy: acp.PermissionPolicy) -> None:
+        self._client.permission_policy = policy
+
     # sessions
     @property
     def default_session(self) -> SyncSession | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
-from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS
+from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS, client_class
 
 AGENT = Path(__file__).with_name("host_agent.py")
 
@@ -46,7 +46,7 @@ class Recorder:
 
 def run(target: acp.Client | acp.Session, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runs one scripted turn; returns the answers the agent received, in order."""
-    session = target.default_session if isinstance(target, acp.Client) else target
+    session = target.default_session if hasattr(target, "default_session") else target
     assert session is not None
     result = session.prompt(json.dumps(steps))
     answers: list[dict[str, Any]] = json.loads(result.response)
@@ -56,8 +56,14 @@ def run(target: acp.Client | acp.Session, steps: list[dict[str, Any]]) -> list[d
 MakeClient = Callable[..., tuple[acp.Client, Recorder]]
 
 
+@pytest.fixture(params=["blocking", "async"])
+def client_driver(request: pytest.FixtureRequest) -> str:
+    """Every host rule runs against `Client` and `AsyncClient` (tests/aio_sync.py)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def make_host_client(tmp_path: Path) -> Iterator[MakeClient]:
+def make_host_client(tmp_path: Path, client_driver: str) -> Iterator[MakeClient]:
     clients: list[acp.Client] = []
 
     def make(
@@ -75,7 +81,9 @@ def make_host_client(tmp_path: Path) -> Iterator[MakeClient]:
         settings.update(options)
         log = tmp_path / f"agent{len(clients)}.log"
         recorder.log = log
-        client = acp.Client(sys.executable, args=["-I", str(AGENT), str(log)], **settings)
+        client = client_class(client_driver)(
+            sys.executable, args=["-I", str(AGENT), str(log)], **settings
+        )
         clients.append(client)
         if start:
             client.start()
