@@ -3,6 +3,8 @@
 //! blocked read from another thread, and the guard process that kills every agent's group when
 //! the host dies.
 
+#[cfg(target_os = "macos")]
+mod darwin;
 pub mod io;
 pub mod process;
 pub mod supervisor;
