@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
+import procinfo
 import pytest
 
 TEST_TRANSFER_LIMITS = acp.TransferLimits(
@@ -140,13 +141,8 @@ def wait_for_lines(
 
 
 def process_state(pid: int) -> str | None:
-    """The state letter of /proc/<pid>/stat, or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            data = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return data[data.rindex(")") + 2]
+    """The state letter of `pid` (as ps shows it), or None when the process is gone."""
+    return procinfo.process_state(pid)
 
 
 def is_dead(pid: int) -> bool:
@@ -161,19 +157,7 @@ def wait_dead(pid: int, timeout: float = 2.0) -> bool:
 
 def child_pids(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        fields = data[data.rindex(")") + 2 :].split()
-        if int(fields[1]) == pid and fields[0] not in ("Z", "X", "x"):
-            found.append(int(entry))
-    return found
+    return procinfo.children(pid)
 
 
 def kill_if_alive(pid: int | None) -> None:

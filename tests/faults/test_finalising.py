@@ -19,7 +19,9 @@ from conftest import INIT_RESULT, NEW_RESULT
 
 from .kit import kill, run_child
 
-QUIET_AGENT = f"read l; echo '{INIT_RESULT}'; read l; echo '{NEW_RESULT}'; while :; do sleep 1; done"
+QUIET_AGENT = (
+    f"read l; echo '{INIT_RESULT}'; read l; echo '{NEW_RESULT}'; while :; do sleep 1; done"
+)
 
 LEAVES_LATE = """
 import acp_fast._client

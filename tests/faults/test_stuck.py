@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import acp_fast as acp
+import procinfo
 import pytest
 from conftest import agent, chunk_line, emit, limits, read_lines, sq, wait_for
 
@@ -124,9 +125,7 @@ def test_double_fork_escape_is_out_of_reach(watch: Watch) -> None:
 
 
 def _session(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as handle:
-        data = handle.read()
-    return int(data[data.rindex(")") + 2 :].split()[3])
+    return procinfo.session(pid)
 
 
 def _descendants(root: int) -> set[int]:
