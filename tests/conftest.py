@@ -12,6 +12,7 @@ import dataclasses
 import faulthandler
 import os
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -70,6 +71,16 @@ def stop_line(request_id: int, stop_reason: str = "end_turn") -> str:
 def sq(text: str) -> str:
     """Quote text for /bin/sh (single quotes)."""
     return shlex.quote(text)
+
+
+# The `setsid` utility (util-linux) is not on macOS: the same in Python (setsid(2), then exec).
+SETSID = (
+    "setsid"
+    if shutil.which("setsid")
+    else sq(sys.executable)
+    + " -c "
+    + sq("import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])")
+)
 
 
 def emit(*lines: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import acp_fast as acp
 import procinfo
 from conftest import (
+    SETSID,
     TEST_CLIENT_INFO,
     TEST_TRANSFER_LIMITS,
     Journal,
@@ -235,7 +236,9 @@ def stubborn(pid_file: Path | str, log: Path | None = None, prompt_action: str =
         "trap '' TERM\n"
         f"sleep 100 & {write_pid(pid_file, '$!')}\n"
         f'while [ "$(wc -l < {sq(str(pid_file))})" -lt 1 ]; do sleep 0.01; done\n'
-        f"setsid sh -c {sq(helper)} &\n" + agent(log, prompt_action) + "while :; do sleep 1; done\n"
+        f"{SETSID} sh -c {sq(helper)} &\n"
+        + agent(log, prompt_action)
+        + "while :; do sleep 1; done\n"
     )
 
 
