@@ -15,7 +15,7 @@ shift
 version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 tag=cp${version/./}
 REPEAT=${REPEAT:-40}
-work=target/wheel-test/$tag
+work=$PWD/target/wheel-test/$tag
 # Its own cargo target dir: the zig link must not invalidate the editable build's.
 export CARGO_TARGET_DIR=target/wheel
 
@@ -29,15 +29,15 @@ python scripts/check_dist.py "$wheel"
 
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet --upgrade pip
-# The wheel itself, never a build from source; the test extra's tools from PyPI.
-"$work/venv/bin/python" -m pip install --quiet --only-binary acp-fast "$wheel[test]"
+# The wheel itself, never a build from source; the test extras from PyPI.
+"$work/venv/bin/python" -m pip install --quiet --only-binary acp-fast "$wheel[test,interop]"
 
 # PATH without any directory that holds cargo or rustc.
 clean_path=$work/venv/bin
 IFS=: read -ra dirs <<<"$PATH"
 for dir in "${dirs[@]}"; do
     if [ -n "$dir" ] && [ ! -e "$dir/cargo" ] && [ ! -e "$dir/rustc" ] \
-        && [ "$dir" != "$VIRTUAL_ENV/bin" ]; then
+        && [ "$dir" != "${VIRTUAL_ENV:-}/bin" ]; then
         clean_path=$clean_path:$dir
     fi
 done
@@ -50,7 +50,7 @@ venv = os.path.realpath(sys.argv[1])
 for module in (acp_fast, acp_fast._core):
     where = os.path.realpath(module.__file__)
     assert where.startswith(venv + os.sep), f"{module.__name__} imported from {where}"
-print(f"acp_fast {acp_fast.__version__ if hasattr(acp_fast, '__version__') else ''} from {os.path.dirname(acp_fast.__file__)}")
+print(f"testing acp_fast from {os.path.dirname(acp_fast.__file__)}")
 EOF
 
 in_venv python -m pytest -q -p no:cacheprovider "$@"
