@@ -61,6 +61,9 @@ for target in $TARGETS; do
     started=$SECONDS
     maturin build --release --zig --target "$target" --compatibility "$compat" \
         "${interpreters[@]}" --out "$OUT"
+    if [ "$compat" = musllinux_1_2 ]; then
+        bash scripts/musl-needed.sh "$OUT"/acp_fast-*-musllinux_1_2_"${target%%-*}".whl
+    fi
     echo "$target: $((SECONDS - started)) s"
 done
 
