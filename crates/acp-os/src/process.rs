@@ -1,10 +1,10 @@
 //! The agent process: started in a session of its own (so it leads its own process group), with
 //! pipes on stdin/stdout and stderr discarded, inherited or drained into a ring buffer; stopped by
 //! SIGTERM then SIGKILL to the whole group (falling back to the child alone) and to every
-//! descendant found under /proc (libproc on macOS), even one that left the group; reaped. `PipeTransport` reads and
-//! writes its pipes with waits bounded to a short interval, so the caller can check signals
-//! between them, and reports the end of output once the agent itself has exited even when a
-//! process it started still holds the pipe.
+//! descendant found under /proc (libproc on macOS), even one that left the group; reaped.
+//! `PipeTransport` reads and writes its pipes with waits bounded to a short interval, so the
+//! caller can check signals between them, and reports the end of output once the agent itself
+//! has exited even when a process it started still holds the pipe.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
