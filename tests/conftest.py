@@ -269,7 +269,22 @@ ClientFactory = Callable[..., Any]
 
 
 @pytest.fixture
-def make_client(journal: Journal) -> Iterator[ClientFactory]:
+def client_driver() -> str:
+    """Which client `make_client` makes: "blocking" (`Client`) here; the seed port and the
+    fault suite override it with both, "async" being `AsyncClient` behind `SyncOverAsync`."""
+    return "blocking"
+
+
+def client_class(driver: str) -> Any:
+    if driver == "async":
+        from aio_sync import SyncOverAsync
+
+        return SyncOverAsync
+    return acp.Client
+
+
+@pytest.fixture
+def make_client(journal: Journal, client_driver: str) -> Iterator[ClientFactory]:
     """`make_client(script, **overrides)`: an `acp.Client` running `/bin/sh -c script` with the
     seed's test options (default reader limits, 1 MiB / 1024 transfer limits, epoch 1, client
     info acp-test, the `journal` fixture as observer). `command=` replaces /bin/sh; any other
@@ -286,7 +301,7 @@ def make_client(journal: Journal) -> Iterator[ClientFactory]:
             "observer": journal,
         }
         options.update(overrides)
-        client = acp.Client(command, **options)
+        client = client_class(client_driver)(command, **options)
         clients.append(client)
         return client
 

@@ -150,6 +150,20 @@ def test_bench_quick_prints_the_table() -> None:
     assert [size.label for size in BENCH_SIZES] == ["64 B", "1 KiB", "64 KiB", "1 MiB"]
 
 
+def test_bench_async_adds_the_asyncio_columns() -> None:
+    from acp_fast.cli import BENCH_SIZES
+
+    proc = run_cli("bench", "--quick", "--async")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("async updates/s  async/blocking")
+    for line in lines[1:]:
+        *_, async_rate, ratio = line.split()
+        assert float(async_rate.replace(",", "")) > 0
+        assert ratio.endswith("x") and float(ratio[:-1]) > 0
+    assert len(lines) == 1 + len(BENCH_SIZES)
+
+
 def test_bench_rejects_bad_seconds() -> None:
     proc = run_cli("bench", "--seconds", "0")
     assert proc.returncode == 2

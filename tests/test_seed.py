@@ -48,6 +48,12 @@ while IFS= read -r line; do
 done"""
 
 
+@pytest.fixture(params=["blocking", "async"])
+def client_driver(request: pytest.FixtureRequest) -> str:
+    """The seed port runs against `Client` and `AsyncClient` (tests/aio_sync.py)."""
+    return str(request.param)
+
+
 # seed: test "client preserves ACP initialize capabilities"
 CAPABILITIES_SCRIPT = r"""while IFS= read -r line; do
   case "$line" in

@@ -8,6 +8,7 @@ it sends, and stop it and everything it started.
 from __future__ import annotations
 
 from . import _core
+from ._async import AsyncClient, AsyncSession, Updates
 from ._client import Client
 from ._core import Update
 from ._errors import (
@@ -66,6 +67,8 @@ __all__ = [
     "AcpError",
     "AgentProtocolError",
     "AgentTransportFailed",
+    "AsyncClient",
+    "AsyncSession",
     "Audio",
     "AuthMethod",
     "BlobResource",
@@ -108,5 +111,6 @@ __all__ = [
     "UpdateCapacityExceeded",
     "UpdateCountCapacityExceeded",
     "UpdateKind",
+    "Updates",
     "__version__",
 ]

@@ -4,18 +4,19 @@ frozen data classes of `_types`, and makes sure no agent outlives the interprete
 from __future__ import annotations
 
 import atexit
+import inspect
 import json
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from . import _core, _shutdown, _spawn_args
 from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
-from ._session import Session, content_tuples, turn_result
+from ._session import Session, _SessionBase, content_tuples, turn_result
 from ._types import (
     Audio,
     AuthMethod,
@@ -40,8 +41,10 @@ from ._types import (
     TurnResult,
 )
 
+_S = TypeVar("_S", bound=_SessionBase)
+
 # Every live client, so that interpreter exit stops every agent (no orphans).
-_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+_live_clients: weakref.WeakSet[_ClientBase[Any]] = weakref.WeakSet()
 _live_lock = threading.Lock()
 
 
@@ -180,21 +183,12 @@ def _connect_failure(error: AgentProtocolError) -> bool:
     )
 
 
-class Client:
-    """One agent process: one ``initialize``, any number of sessions.
+class _ClientBase(Generic[_S]):
+    """What `Client` and `AsyncClient` share: options, the core, the observer's callbacks,
+    sessions and state. The calls live in the subclasses."""
 
-    The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
-    bytes) and starts the agent in a session of its own; `start` opens the conversation and, by
-    default, the default session. Calls run one at a time; `request_cancel`, `close` and
-    `Session.cancel` may be called from any thread.
-
-    ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
-    drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
-    `stderr_tail()` and appended to the `AgentProtocolError` raised when the agent's output ends.
-
-    A client belongs to the process that made it: after ``os.fork()`` the child cannot use it
-    (calls raise `AgentProtocolError`, `close()` does nothing), and the parent's is unaffected.
-    """
+    # AsyncClient: `on_permission` may return an awaitable.
+    _asynchronous = False
 
     def __init__(
         self,
@@ -217,6 +211,7 @@ class Client:
         cancel_grace: float = 5.0,
     ) -> None:
         self._core: _core.CoreClient | None = None
+        self._setup()
         if isinstance(args, str):
             raise TypeError("args must be a sequence of strings, not a string")
         if session_state not in ("off", "lenient", "strict"):
@@ -230,8 +225,8 @@ class Client:
         self._cwd = spawn.cwd
         self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
         self._policy = permission_policy
-        self._sessions: dict[str, Session] = {}
-        self._default: Session | None = None
+        self._sessions: dict[str, _S] = {}
+        self._default: _S | None = None
         self._cancel_grace = float(cancel_grace)
         self.agent_id = agent_id if agent_id is not None else os.path.basename(os.fspath(command))
         # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
@@ -243,17 +238,21 @@ class Client:
         preview = None
         if on_permission is not None:
             asked = on_permission
+            deferrable = self._asynchronous
 
-            def preview(record: _PermissionTuple) -> tuple[str, str, str] | None:
+            def preview(record: _PermissionTuple) -> Any:
                 reply = asked(_permission_request(record))
                 if reply is None:
                     return None
-                if not isinstance(reply, PermissionReply):
-                    raise TypeError(
-                        "on_permission must return a PermissionReply or None "
-                        f"(got {type(reply).__name__})"
-                    )
-                return (reply.outcome, reply.option_id, reply.option_kind)
+                if isinstance(reply, PermissionReply):
+                    return (reply.outcome, reply.option_id, reply.option_kind)
+                if deferrable and inspect.isawaitable(reply):
+                    return reply  # the core waits for it while reading goes on
+                raise TypeError(
+                    "on_permission must return a PermissionReply or None "
+                    f"{'(or an awaitable of one) ' if deferrable else ''}"
+                    f"(got {type(reply).__name__})"
+                )
 
         commit = None
         if on_commit is not None:
@@ -289,7 +288,7 @@ class Client:
         with _live_lock:
             _live_clients.add(self)
 
-    def _fold(self, update: Update, mode_ids: list[str]) -> None:
+    def _fold(self, update: Update, mode_ids: list[str]) -> Any:
         """Folds an update routed to an open session, after ``on_update`` (model.md §7). In
         strict mode a decode or fold error propagates and stops the client, the state unchanged."""
         from . import model
@@ -301,6 +300,7 @@ class Client:
         self._states[update.session_id] = state.apply(
             model.decode_update(update.envelope, strict=strict), strict=strict
         )
+        return None
 
     @property
     def _live(self) -> _core.CoreClient:
@@ -313,38 +313,22 @@ class Client:
         path = self._cwd if cwd is None else os.fspath(cwd)
         return os.path.abspath(_spawn_args.session_cwd(path))
 
-    def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
-        session = Session(self, session_id, cwd, directories)
+    def _setup(self) -> None:
+        """The driver's own state, made before the agent starts."""
+
+    def _make_session(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> _S:
+        raise NotImplementedError
+
+    def _opened(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> _S:
+        session = self._make_session(session_id, cwd, directories)
         self._sessions[session_id] = session
         if self._default is None:
             self._default = session
         return session
 
-    def _forget(self, session: Session) -> None:
+    def _forget(self, session: _SessionBase) -> None:
         self._sessions.pop(session.session_id, None)
         self._states.pop(session.session_id, None)
-
-    # --- calls ---------------------------------------------------------------------------
-
-    def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
-        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
-        the default session. Handshake failures raise `ConnectError`."""
-        cwd = _spawn_args.session_cwd(self._cwd)
-        try:
-            session_id = self._live.start(cwd, new_session, timeout)
-        except AgentProtocolError as error:
-            if not _connect_failure(error):
-                raise
-            failure = self._connect_error(error)
-            if error.code != -32000 and not self._live.stopped:
-                # Only "authentication required" leaves a usable client (design §6).
-                self._live.stop(
-                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                    failure,
-                )
-            raise failure from error
-        if session_id is not None:
-            self._opened(session_id, cwd, ())
 
     def _connect_error(self, error: AgentProtocolError) -> ConnectError:
         text = str(error)
@@ -358,125 +342,15 @@ class Client:
             text, agent_id=self.agent_id, code=error.code, message=error.message, data=error.data
         )
 
-    def new_session(
-        self,
-        cwd: str | os.PathLike[str] | None = None,
-        *,
-        mcp_servers: Iterable[Any] | None = None,
-        additional_directories: Iterable[str] = (),
-    ) -> Session:
-        """Opens a session (`session/new`); the first one opened becomes the default."""
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
-        session_id = self._live.new_session(path, servers, list(directories))
-        return self._opened(session_id, path, directories)
-
-    def load_session(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str] | None = None,
-        *,
-        mcp_servers: Iterable[Any] | None = None,
-        additional_directories: Iterable[str] = (),
-    ) -> Session:
-        """Loads a session (`session/load`): every update the agent replays is numbered,
-        delivered and routed to it before this returns."""
-        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
-
-    def resume_session(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str] | None = None,
-        *,
-        mcp_servers: Iterable[Any] | None = None,
-        additional_directories: Iterable[str] = (),
-    ) -> Session:
-        """Resumes a session (`session/resume`): the agent replays nothing."""
-        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
-
-    def _load(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str] | None,
-        mcp_servers: Iterable[Any] | None,
-        additional_directories: Iterable[str],
-        *,
-        resume: bool,
-    ) -> Session:
-        path = self._session_cwd(cwd)
-        directories = tuple(os.fspath(d) for d in additional_directories)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
-        self._live.load_session(session_id, path, servers, list(directories), resume)
-        return self._opened(session_id, path, directories)
-
-    def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
-        """Every session the agent lists (all pages, in its order)."""
-        from . import model
-
-        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return tuple(
-            model.SessionInfo.from_json(json.loads(raw), strict=False)
-            for raw in self._live.list_sessions(path)
-        )
-
-    def delete_session(self, session_id: str) -> None:
-        """`session/delete`; an open handle for it is then closed locally."""
-        self._live.delete_session(session_id)
-        session = self._sessions.get(session_id)
-        if session is not None:
-            session._mark_closed()
-
-    def authenticate(self, method_id: str) -> None:
-        """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
-        self._live.authenticate(method_id)
-
-    def logout(self) -> None:
-        self._live.logout()
-
-    def drain(self, timeout: float = 0.0) -> int:
-        """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
-        (0: only what is already readable); returns the number of updates delivered."""
-        return self._live.drain(timeout)
-
-    def _default_session(self) -> Session:
-        if self._default is None or self._default.closed:
-            raise AgentProtocolError("no session is open: call start() before sending a prompt")
-        return self._default
-
-    def prompt(self, text: str, *, timeout: float | None = None) -> str:
-        """Sends one text prompt to the default session and returns the reply text."""
-        return self.prompt_detailed(text, timeout=timeout).response
-
-    def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
-        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
-        return self.prompt_content([Text(text)], timeout=timeout)
-
-    def prompt_content(
-        self, blocks: Iterable[Any], *, timeout: float | None = None
-    ) -> PromptResult:
-        """Sends one prompt of content blocks, in order, to the default session (ungated, as
-        in wave 1)."""
-        session = self._default_session()
-        turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
-        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
-
-    def _run_turn(
-        self,
-        session: Session,
-        blocks: str | Iterable[Any],
-        timeout: float | None,
-        gated: bool,
-        typed: bool = True,
+    def _turn_result(
+        self, session_id: str, status: str, payload: Any, timeout: float | None, typed: bool
     ) -> TurnResult:
-        status, payload = self._live.prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
+        """A prompt's `(status, payload)` from the core as a `TurnResult` or `TurnTimeout`."""
         if status == "timeout":
             raise TurnTimeout(
-                f"the turn on session {session.session_id!r} did not end within {timeout} s "
+                f"the turn on session {session_id!r} did not end within {timeout} s "
                 f"and its cancel grace of {self._cancel_grace} s; its answer will be dropped",
-                session_id=session.session_id,
+                session_id=session_id,
                 timeout=float(timeout or 0.0),
                 cancel_grace=self._cancel_grace,
             )
@@ -484,30 +358,26 @@ class Client:
         result = turn_result(payload, typed=typed)
         if status == "late":
             raise TurnTimeout(
-                f"the turn on session {session.session_id!r} did not end within {timeout} s; "
+                f"the turn on session {session_id!r} did not end within {timeout} s; "
                 f"it was cancelled and ended with {result.stop_reason!r} (see .result)",
-                session_id=session.session_id,
+                session_id=session_id,
                 timeout=float(timeout or 0.0),
                 cancel_grace=self._cancel_grace,
                 result=result,
             )
         return result
 
+    def _list_result(self, raw: list[str]) -> tuple[Any, ...]:
+        from . import model
+
+        return tuple(model.SessionInfo.from_json(json.loads(item), strict=False) for item in raw)
+
     def request_cancel(self) -> None:
         """SIGTERM then SIGKILL to the agent's whole process group; returns at once."""
         self._live.request_cancel()
 
     def close(self, *, grace: float = 0.0) -> None:
-        """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``
-        > 0 the agent's stdin is closed first and it has that long to exit by itself."""
-        if self._core is not None:
-            self._core.close(grace)
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        raise NotImplementedError
 
     def __del__(self) -> None:
         # The core's own drop stops the agent too; this makes it happen at a predictable time.
@@ -525,21 +395,6 @@ class Client:
     def permission_policy(self, policy: PermissionPolicy) -> None:
         self._live.set_policy(policy)
         self._policy = policy
-
-    @property
-    def default_session(self) -> Session | None:
-        return self._default
-
-    @property
-    def sessions(self) -> tuple[Session, ...]:
-        """Open sessions, in opening order."""
-        return tuple(s for s in self._sessions.values() if not s.closed)
-
-    def session(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None or session.closed:
-            raise KeyError(session_id)
-        return session
 
     def stderr_tail(self) -> str:
         """The last `stderr_tail_bytes` of the agent's stderr ("" unless ``stderr="tail"``)."""
@@ -596,9 +451,200 @@ class Client:
     def next_update_sequence(self) -> int:
         return self._live.next_update_sequence
 
+    @property
+    def default_session(self) -> _S | None:
+        return self._default
+
+    @property
+    def sessions(self) -> tuple[_S, ...]:
+        """Open sessions, in opening order."""
+        return tuple(s for s in self._sessions.values() if not s.closed)
+
+    def session(self, session_id: str) -> _S:
+        session = self._sessions.get(session_id)
+        if session is None or session.closed:
+            raise KeyError(session_id)
+        return session
+
+    def _default_session(self) -> _S:
+        if self._default is None or self._default.closed:
+            raise AgentProtocolError("no session is open: call start() before sending a prompt")
+        return self._default
+
+    def _session_args(
+        self,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        additional_directories: Iterable[str],
+    ) -> tuple[str, list[tuple[Any, ...]] | None, tuple[str, ...]]:
+        """A session call's directory, MCP servers (None: the client's) and extra directories."""
+        path = self._session_cwd(cwd)
+        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        return path, servers, tuple(os.fspath(d) for d in additional_directories)
+
     def __repr__(self) -> str:
         core = self._core
+        name = type(self).__name__
         if core is None:
-            return "<acp_fast.Client (not constructed)>"
+            return f"<acp_fast.{name} (not constructed)>"
         state = "closed" if core.closed else f"pid={core.pid}"
-        return f"<acp_fast.Client {state} session_id={self.session_id!r}>"
+        return f"<acp_fast.{name} {state} session_id={self.session_id!r}>"
+
+
+class Client(_ClientBase[Session]):
+    """One agent process: one ``initialize``, any number of sessions.
+
+    The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
+    bytes) and starts the agent in a session of its own; `start` opens the conversation and, by
+    default, the default session. Calls run one at a time; `request_cancel`, `close` and
+    `Session.cancel` may be called from any thread.
+
+    ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
+    drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
+    `stderr_tail()` and appended to the `AgentProtocolError` raised when the agent's output ends.
+
+    A client belongs to the process that made it: after ``os.fork()`` the child cannot use it
+    (calls raise `AgentProtocolError`, `close()` does nothing), and the parent's is unaffected.
+    """
+
+    def _make_session(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
+        return Session(self, session_id, cwd, directories)
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
+        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
+        the default session. Handshake failures raise `ConnectError`."""
+        cwd = _spawn_args.session_cwd(self._cwd)
+        try:
+            session_id = self._live.start(cwd, new_session, timeout)
+        except AgentProtocolError as error:
+            if not _connect_failure(error):
+                raise
+            failure = self._connect_error(error)
+            if error.code != -32000 and not self._live.stopped:
+                # Only "authentication required" leaves a usable client (design §6).
+                self._live.stop(
+                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
+                    failure,
+                )
+            raise failure from error
+        if session_id is not None:
+            self._opened(session_id, cwd, ())
+
+    def new_session(
+        self,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Opens a session (`session/new`); the first one opened becomes the default."""
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        session_id = self._live.new_session(path, servers, list(directories))
+        return self._opened(session_id, path, directories)
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Loads a session (`session/load`): every update the agent replays is numbered,
+        delivered and routed to it before this returns."""
+        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> Session:
+        """Resumes a session (`session/resume`): the agent replays nothing."""
+        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
+
+    def _load(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        additional_directories: Iterable[str],
+        *,
+        resume: bool,
+    ) -> Session:
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        self._live.load_session(session_id, path, servers, list(directories), resume)
+        return self._opened(session_id, path, directories)
+
+    def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
+        """Every session the agent lists (all pages, in its order)."""
+        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
+        return self._list_result(self._live.list_sessions(path))
+
+    def delete_session(self, session_id: str) -> None:
+        """`session/delete`; an open handle for it is then closed locally."""
+        self._live.delete_session(session_id)
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session._mark_closed()
+
+    def authenticate(self, method_id: str) -> None:
+        """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
+        self._live.authenticate(method_id)
+
+    def logout(self) -> None:
+        self._live.logout()
+
+    def drain(self, timeout: float = 0.0) -> int:
+        """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
+        (0: only what is already readable); returns the number of updates delivered."""
+        return self._live.drain(timeout)
+
+    def prompt(self, text: str, *, timeout: float | None = None) -> str:
+        """Sends one text prompt to the default session and returns the reply text."""
+        return self.prompt_detailed(text, timeout=timeout).response
+
+    def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
+        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
+        return self.prompt_content([Text(text)], timeout=timeout)
+
+    def prompt_content(
+        self, blocks: Iterable[Any], *, timeout: float | None = None
+    ) -> PromptResult:
+        """Sends one prompt of content blocks, in order, to the default session (ungated, as
+        in wave 1)."""
+        session = self._default_session()
+        turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
+        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
+
+    def _run_turn(
+        self,
+        session: Session,
+        blocks: str | Iterable[Any],
+        timeout: float | None,
+        gated: bool,
+        typed: bool = True,
+    ) -> TurnResult:
+        status, payload = self._live.prompt(
+            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+        )
+        return self._turn_result(session.session_id, status, payload, timeout, typed)
+
+    def close(self, *, grace: float = 0.0) -> None:
+        """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``
+        > 0 the agent's stdin is closed first and it has that long to exit by itself."""
+        if self._core is not None:
+            self._core.close(grace)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- state ---------------------------------------------------------------------------
+

@@ -20,7 +20,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ._client import Client
+    from ._client import Client, _ClientBase
 
 
 def content_tuples(
@@ -104,12 +104,17 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     )
 
 
-class Session:
-    """One ACP session; made by `Client.start`, `new_session`, `load_session` or
-    `resume_session`, never directly. Equality is identity."""
+class _SessionBase:
+    """What `Session` and `AsyncSession` share: identity, attributes, `cancel()`."""
+
+    _kind = "Session"
 
     def __init__(
-        self, client: Client, session_id: str, cwd: str, additional_directories: tuple[str, ...]
+        self,
+        client: _ClientBase[Any],
+        session_id: str,
+        cwd: str,
+        additional_directories: tuple[str, ...],
     ) -> None:
         self._client = client
         self.session_id = session_id
@@ -177,6 +182,30 @@ class Session:
         if self._closed:
             raise RuntimeError(f"session {self.session_id!r} is closed")
 
+    def cancel(self) -> None:
+        """Cancels the turn in flight (one `session/cancel`; pending permission requests are
+        answered `cancelled`); the turn returns with the agent's stop reason. Any thread; never
+        blocks or raises; does nothing without a turn in flight."""
+        core = self._client._core
+        if core is not None and not self._closed:
+            core.cancel(self.session_id)
+
+    def _mark_closed(self) -> None:
+        self._info()
+        self._closed = True
+        self._client._forget(self)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<acp_fast.{self._kind} {self.session_id!r} {state}>"
+
+
+class Session(_SessionBase):
+    """One ACP session; made by `Client.start`, `new_session`, `load_session` or
+    `resume_session`, never directly. Equality is identity."""
+
+    _client: Client
+
     def prompt(self, content: str | Iterable[Any], *, timeout: float | None = None) -> TurnResult:
         """One turn: a `str` is one text block. Image, audio and embedded resources need the
         agent's prompt capabilities (`CapabilityError` otherwise, nothing written)."""
@@ -194,14 +223,6 @@ class Session:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
         return self._client._run_turn(self, content, timeout, gated, typed)
-
-    def cancel(self) -> None:
-        """Cancels the turn in flight (one `session/cancel`; pending permission requests are
-        answered `cancelled`); the turn returns with the agent's stop reason. Any thread; never
-        blocks or raises; does nothing without a turn in flight."""
-        core = self._client._core
-        if core is not None and not self._closed:
-            core.cancel(self.session_id)
 
     def set_mode(self, mode_id: str) -> None:
         self._check_open()
@@ -231,17 +252,8 @@ class Session:
         finally:
             self._mark_closed()
 
-    def _mark_closed(self) -> None:
-        self._info()
-        self._closed = True
-        self._client._forget(self)
-
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<acp_fast.Session {self.session_id!r} {state}>"

@@ -26,6 +26,8 @@ and 129 on SIGHUP (each ends the turn and stops the agent's group first).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import datetime
 import json
 import os
@@ -222,6 +224,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="one small prompt per size: checks that it works, measures little",
+    )
+    bench.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="also flood each size through AsyncClient (asyncio) and add its column",
     )
     journal = commands.add_parser(
         "journal",
@@ -445,10 +453,17 @@ class BenchRow:
     line_bytes: int
     updates: int
     seconds: float
+    #: The same flood through `AsyncClient` (`acp-fast bench --async`).
+    async_updates: int = 0
+    async_seconds: float = 0.0
 
     @property
     def updates_per_second(self) -> float:
         return self.updates / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def async_updates_per_second(self) -> float:
+        return self.async_updates / self.async_seconds if self.async_seconds > 0 else 0.0
 
     @property
     def megabytes_per_second(self) -> float:
@@ -516,8 +531,10 @@ class _BenchObserver:
             self.line_bytes = len(update.envelope.encode()) + 1  # the newline
 
 
-def _bench_size(size: BenchSize, per_prompt: int, seconds: float, progress: _Progress) -> BenchRow:
-    observer = _BenchObserver(progress, per_prompt // 8)
+def _bench_size(
+    size: BenchSize, per_prompt: int, seconds: float, progress: _Progress, asynchronous: bool
+) -> BenchRow:
+    """Floods one size with `Client`, then (with `asynchronous`) with `AsyncClient`."""
     limits = acp_fast.TransferLimits(
         request_bytes=_MIB,
         response_bytes=per_prompt * size.text_bytes + 1,
@@ -532,39 +549,67 @@ def _bench_size(size: BenchSize, per_prompt: int, seconds: float, progress: _Pro
         "--flood-bytes",
         str(size.text_bytes),
     ]
-    with acp_fast.Client(
-        command[0],
-        args=command[1:],
-        reader_limits=acp_fast.DEFAULT_READER_LIMITS,
-        transfer_limits=limits,
-        transport_epoch=1,
-        observer=observer,
-    ) as client:
+    options: dict[str, Any] = {
+        "args": command[1:],
+        "reader_limits": acp_fast.DEFAULT_READER_LIMITS,
+        "transfer_limits": limits,
+        "transport_epoch": 1,
+    }
+
+    def check(result: acp_fast.PromptResult) -> None:
+        progress.show()
+        if result.stop_reason != "end_turn" or result.overflow is not None:
+            raise acp_fast.AgentProtocolError(
+                f"the demo agent's flood ended with {result.stop_reason!r}"
+            )
+
+    observer = _BenchObserver(progress, per_prompt // 8)
+    with acp_fast.Client(command[0], observer=observer, **options) as client:
         client.start()
         elapsed = 0.0
         while True:
             began = time.perf_counter()
             result = client.prompt_detailed("flood")
             elapsed += time.perf_counter() - began
-            progress.show()
-            if result.stop_reason != "end_turn" or result.overflow is not None:
-                raise acp_fast.AgentProtocolError(
-                    f"the demo agent's flood ended with {result.stop_reason!r}"
-                )
+            check(result)
             if elapsed >= seconds:
                 break
-    return BenchRow(size.label, observer.line_bytes, observer.updates, elapsed)
+    row = BenchRow(size.label, observer.line_bytes, observer.updates, elapsed)
+    if not asynchronous:
+        return row
+    counted = _BenchObserver(progress, per_prompt // 8)
+
+    async def flood() -> float:
+        async with acp_fast.AsyncClient(command[0], observer=counted, **options) as client:
+            await client.start()
+            spent = 0.0
+            while True:
+                began = time.perf_counter()
+                result = await client.prompt_detailed("flood")
+                spent += time.perf_counter() - began
+                check(result)
+                if spent >= seconds:
+                    return spent
+
+    spent = asyncio.run(flood())
+    return dataclasses.replace(row, async_updates=counted.updates, async_seconds=spent)
 
 
-def run_bench(seconds: float, quick: bool, err: TextIO) -> list[BenchRow]:
-    """Flood each size for about `seconds` (one prompt each when `quick`); the rows."""
-    progress = _Progress(err, len(BENCH_SIZES), 0.0 if quick else seconds)
+def run_bench(
+    seconds: float, quick: bool, err: TextIO, asynchronous: bool = False
+) -> list[BenchRow]:
+    """Flood each size for about `seconds` (one prompt each when `quick`), with `Client` and,
+    when `asynchronous`, `AsyncClient` too; the rows."""
+    runs = 2 if asynchronous else 1
+    progress = _Progress(err, len(BENCH_SIZES), 0.0 if quick else seconds * runs)
     rows = []
     try:
         for step, size in enumerate(BENCH_SIZES):
             progress.begin(step, size.label)
             per_prompt = size.quick_per_prompt if quick else size.per_prompt
-            rows.append(_bench_size(size, per_prompt, 0.0 if quick else seconds, progress))
+            rows.append(
+                _bench_size(size, per_prompt, 0.0 if quick else seconds, progress, asynchronous)
+            )
     finally:
         progress.finish()
     return rows
@@ -572,8 +617,15 @@ def run_bench(seconds: float, quick: bool, err: TextIO) -> list[BenchRow]:
 
 def format_bench(rows: Sequence[BenchRow]) -> str:
     """The bench table: one header line and one line per size."""
-    header = ("text/update", "line bytes", "updates", "seconds", "updates/s", "MB/s")
-    lines = [
+    header: tuple[str, ...] = (
+        "text/update",
+        "line bytes",
+        "updates",
+        "seconds",
+        "updates/s",
+        "MB/s",
+    )
+    lines: list[tuple[str, ...]] = [
         (
             row.label,
             f"{row.line_bytes:,}",
@@ -584,6 +636,16 @@ def format_bench(rows: Sequence[BenchRow]) -> str:
         )
         for row in rows
     ]
+    if any(row.async_seconds > 0 for row in rows):
+        header += ("async updates/s", "async/blocking")
+        lines = [
+            (
+                *cells,
+                f"{row.async_updates_per_second:,.0f}",
+                f"{row.async_updates_per_second / max(row.updates_per_second, 1e-9):.2f}x",
+            )
+            for cells, row in zip(lines, rows, strict=True)
+        ]
     widths = [max(len(cells[i]) for cells in (header, *lines)) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
@@ -596,7 +658,7 @@ def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not seconds > 0 or seconds > 3600:
         parser.error("--seconds must be above 0 and at most 3600")
     try:
-        rows = run_bench(seconds, args.quick, sys.stderr)
+        rows = run_bench(seconds, args.quick, sys.stderr, args.asynchronous)
     except KeyboardInterrupt:
         print("acp-fast: interrupted", file=sys.stderr)
         return 130

@@ -10,10 +10,16 @@ import pytest
 from .kit import Watch
 
 
+@pytest.fixture(params=["blocking", "async"])
+def client_driver(request: pytest.FixtureRequest) -> str:
+    """Every fault runs against `Client` and against `AsyncClient` (see tests/aio_sync.py)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def watch(tmp_path: Path) -> Iterator[Watch]:
+def watch(tmp_path: Path, client_driver: str) -> Iterator[Watch]:
     """The test's clients and every process their agents start; see `kit.Watch`."""
-    guard = Watch(tmp_path)
+    guard = Watch(tmp_path, client_driver)
     try:
         yield guard
     finally:

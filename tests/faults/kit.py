@@ -32,6 +32,7 @@ from conftest import (
     TEST_TRANSFER_LIMITS,
     Journal,
     agent,
+    client_class,
     is_dead,
     read_lines,
     sq,
@@ -102,8 +103,9 @@ def thread_count() -> int:
 class Watch:
     """Owns a test's clients; remembers every process of their agents' families."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, driver: str = "blocking") -> None:
         self.tmp_path = tmp_path
+        self.driver = driver
         self.journal = Journal()
         self.clients: list[acp.Client] = []
         self.agents: list[int] = []
@@ -125,7 +127,7 @@ class Watch:
             "observer": self.journal,
         }
         options.update(overrides)
-        client = acp.Client(command, **options)
+        client = client_class(self.driver)(command, **options)
         self.clients.append(client)
         pid = client.pid
         assert pid is not None

@@ -79,7 +79,7 @@ class Run:
     """One started real agent: its client, the journal observing it, how it was started, and
     (when tapped) the files holding every line each way."""
 
-    client: acp.Client
+    client: Any  # acp.Client, or acp.AsyncClient for the asyncio tests
     journal: Journal
     launch: Launch
     wire_in: Path | None = None
@@ -116,8 +116,10 @@ class Harness:
         limits: acp.TransferLimits = LIMITS,
         observer: Any = None,
         new_session: bool = True,
+        asynchronous: bool = False,
     ) -> Run:
-        """Constructs the client (the agent starts) and calls `start(new_session=...)`."""
+        """Constructs the client (the agent starts) and calls `start(new_session=...)`; with
+        `asynchronous`, an `acp.AsyncClient`, whose `start()` the test awaits itself."""
         number = len(self.runs)
         start = launch(self.spec, self.root, self.server)
         wire_in = wire_out = None
@@ -126,7 +128,7 @@ class Harness:
             wire_out = self.root / f"wire-{number}-out.jsonl"
             start = tapped(start, wire_in, wire_out)
         journal = Journal()
-        client = acp.Client(
+        client = (acp.AsyncClient if asynchronous else acp.Client)(
             start.command,
             args=start.args,
             reader_limits=acp.DEFAULT_READER_LIMITS,
@@ -139,7 +141,8 @@ class Harness:
         )
         run = Run(client, journal, start, wire_in, wire_out)
         self.runs.append(run)
-        client.start(new_session=new_session)
+        if not asynchronous:
+            client.start(new_session=new_session)
         return run
 
     def close(self) -> list[str]:

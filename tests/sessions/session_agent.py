@@ -15,6 +15,11 @@ A prompt's text picks its behaviour:
   unannounced tool call, then ``end_turn``.
 - ``after``: answers ``end_turn``, then sends two updates after the response.
 - ``flood N``: N chunks written at once, then ``end_turn``.
+- ``duet N``: waits for a second ``duet N`` prompt on another session, then streams N chunks to
+  each, alternating (``a<i>`` to the first, ``b<i>`` to the second), and answers both.
+- ``ask_then_stream N``: a permission request, then N chunks; after the answer, as ``permission``.
+
+Methods listed in the config's ``hang_methods`` are never answered.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ next_session = 1
 pending: dict[str, Any] = {}  # session id -> (prompt id, behaviour, extra)
 asked: dict[Any, str] = {}  # permission request id -> session id
 cancelled: set[str] = set()
+duet: list[tuple[str, Any]] = []  # (session id, prompt id) of a duet waiting for its partner
 
 for raw in sys.stdin:
     line = raw.strip()
@@ -75,6 +81,8 @@ for raw in sys.stdin:
         chunk(session_id, "outcome " + json.dumps(outcome, separators=(",", ":")))
         prompt_id, _, _ = pending.pop(session_id)
         answer(prompt_id, {"stopReason": "cancelled" if session_id in cancelled else "end_turn"})
+        continue
+    if method in config.get("hang_methods", ()):
         continue
     if method == "initialize":
         answer(request_id, config.get("initialize", {"protocolVersion": 1}))
@@ -152,6 +160,26 @@ for raw in sys.stdin:
                 chunk(session_id, f"a{i} ")
                 chunk(other, f"b{i} ", "agent_thought_chunk")
             answer(request_id, {"stopReason": "end_turn"})
+        elif behaviour == "duet":
+            duet.append((session_id, request_id))
+            if len(duet) == 2:
+                (first, first_id), (second, second_id) = duet
+                duet.clear()
+                for i in range(int(words[1])):
+                    chunk(first, f"a{i} ")
+                    chunk(second, f"b{i} ")
+                answer(first_id, {"stopReason": "end_turn"})
+                answer(second_id, {"stopReason": "end_turn"})
+        elif behaviour == "ask_then_stream":
+            pending[session_id] = (request_id, "permission", "")
+            asked["perm-2"] = session_id
+            send({"id": "perm-2", "method": "session/request_permission", "params": {
+                "sessionId": session_id,
+                "toolCall": {"toolCallId": "t9", "title": "write y", "kind": "edit"},
+                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+            for i in range(int(words[1])):
+                chunk(session_id, f"s{i} ")
         elif behaviour in ("hang", "late"):
             pending[session_id] = (request_id, behaviour, words[1] if len(words) > 1 else "")
         elif behaviour == "permission":

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use acp_proto::encode::ConfigValue;
 use acp_proto::error::AcpError;
-use acp_proto::{Outcome, Request};
+use acp_proto::Outcome;
 
-use crate::client::{deadline, lock, turn_tuple, CoreClient, TurnTuple, TURN_TIMED_OUT};
+use crate::client::{deadline, lock, CoreClient, TurnTuple, TURN_TIMED_OUT};
 use crate::errors::to_pyerr;
 use crate::options;
+use crate::prepared::{Owned, Prepared};
 
 #[pymethods]
 impl CoreClient {
@@ -34,13 +34,8 @@ impl CoreClient {
             let _ = error.value(py).setattr("_acp_handshake", true);
             error
         };
-        let step = |this: &Self, request: Request<'_>| -> PyResult<Option<Outcome>> {
-            let outcome = this.run(
-                py,
-                until,
-                |conn| conn.request(request).map(Some),
-                |_, outcome| Ok(outcome),
-            );
+        let step = |this: &Self, call: Prepared| -> PyResult<Option<Outcome>> {
+            let outcome = this.run(py, until, |conn| call.start(conn), |_, outcome| Ok(outcome));
             if outcome.as_ref().is_ok_and(Option::is_none) {
                 // The deadline passed before the answer: stop the agent and the client.
                 let reason = format!(
@@ -55,17 +50,17 @@ impl CoreClient {
             }
             outcome
         };
-        step(self, Request::Initialize).map_err(mark)?;
+        step(self, Prepared(Owned::Initialize)).map_err(mark)?;
         if !new_session {
             return Ok(None);
         }
         match step(
             self,
-            Request::NewSession {
-                cwd: &cwd,
-                additional_directories: &[],
-                mcp_servers: None,
-            },
+            Prepared(Owned::NewSession {
+                cwd,
+                directories: Vec::new(),
+                servers: None,
+            }),
         )
         .map_err(mark)?
         {
@@ -82,23 +77,8 @@ impl CoreClient {
         mcp_servers: Option<Bound<'_, PyAny>>,
         additional_directories: Vec<String>,
     ) -> PyResult<String> {
-        let servers = mcp_servers.map(|s| options::mcp_servers(&s)).transpose()?;
-        self.run(
-            py,
-            None,
-            |conn| {
-                conn.request(Request::NewSession {
-                    cwd: &cwd,
-                    additional_directories: &additional_directories,
-                    mcp_servers: servers.as_deref(),
-                })
-                .map(Some)
-            },
-            |_, outcome| match outcome {
-                Some(Outcome::SessionOpened(id)) => Ok(id),
-                _ => Err(AcpError::protocol("session/new finished without a session").into()),
-            },
-        )
+        let call = Prepared::new_session(cwd, mcp_servers, additional_directories)?;
+        self.blocking(py, &call)?.extract(py)
     }
 
     #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
@@ -111,83 +91,40 @@ impl CoreClient {
         additional_directories: Vec<String>,
         resume: bool,
     ) -> PyResult<String> {
-        let servers = mcp_servers.map(|s| options::mcp_servers(&s)).transpose()?;
-        self.run(
-            py,
-            None,
-            |conn| {
-                conn.request(Request::LoadSession {
-                    session_id: &session_id,
-                    cwd: &cwd,
-                    additional_directories: &additional_directories,
-                    mcp_servers: servers.as_deref(),
-                    resume,
-                })
-                .map(Some)
-            },
-            |_, _| Ok(session_id.clone()),
-        )
+        let call =
+            Prepared::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
+        self.blocking(py, &call)?.extract(py)
     }
 
     /// Every page's sessions, as JSON object texts.
     #[pyo3(signature = (cwd=None))]
     fn list_sessions(&self, py: Python<'_>, cwd: Option<String>) -> PyResult<Vec<String>> {
-        self.run(
-            py,
-            None,
-            |conn| {
-                conn.request(Request::ListSessions {
-                    cwd: cwd.as_deref(),
-                })
-                .map(Some)
-            },
-            |_, outcome| match outcome {
-                Some(Outcome::Listed(sessions)) => Ok(sessions),
-                _ => Ok(Vec::new()),
-            },
-        )
+        self.blocking(py, &Prepared(Owned::ListSessions(cwd)))?
+            .extract(py)
     }
 
     fn delete_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.simple(
-            py,
-            Request::DeleteSession {
-                session_id: &session_id,
-            },
-        )
+        self.blocking(py, &Prepared(Owned::DeleteSession(session_id)))
+            .map(drop)
     }
 
     fn authenticate(&self, py: Python<'_>, method_id: String) -> PyResult<()> {
-        self.simple(
-            py,
-            Request::Authenticate {
-                method_id: &method_id,
-            },
-        )
+        self.blocking(py, &Prepared(Owned::Authenticate(method_id)))
+            .map(drop)
     }
 
     fn logout(&self, py: Python<'_>) -> PyResult<()> {
-        self.simple(py, Request::Logout)
+        self.blocking(py, &Prepared(Owned::Logout)).map(drop)
     }
 
     fn set_mode(&self, py: Python<'_>, session_id: String, mode_id: String) -> PyResult<()> {
-        self.simple(
-            py,
-            Request::SetMode {
-                session_id: &session_id,
-                mode_id: &mode_id,
-            },
-        )
+        self.blocking(py, &Prepared(Owned::SetMode(session_id, mode_id)))
+            .map(drop)
     }
 
     fn set_model(&self, py: Python<'_>, session_id: String, model_id: String) -> PyResult<()> {
-        self.simple(
-            py,
-            Request::SetModel {
-                session_id: &session_id,
-                model_id: &model_id,
-            },
-        )
+        self.blocking(py, &Prepared(Owned::SetModel(session_id, model_id)))
+            .map(drop)
     }
 
     /// The session's config options after the call (JSON array text), if any.
@@ -198,45 +135,14 @@ impl CoreClient {
         config_id: String,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Option<String>> {
-        let (text, flag) = if value.is_instance_of::<pyo3::types::PyBool>() {
-            (String::new(), Some(value.extract::<bool>()?))
-        } else if let Ok(text) = value.extract::<String>() {
-            (text, None)
-        } else {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "a config option's value is a str (select) or a bool (boolean)",
-            ));
-        };
-        let value = match flag {
-            Some(flag) => ConfigValue::Boolean(flag),
-            None => ConfigValue::Select(&text),
-        };
-        self.run(
-            py,
-            None,
-            |conn| {
-                conn.request(Request::SetConfigOption {
-                    session_id: &session_id,
-                    config_id: &config_id,
-                    value,
-                })
-                .map(Some)
-            },
-            |_, outcome| match outcome {
-                Some(Outcome::ConfigOptions(options)) => Ok(options),
-                _ => Ok(None),
-            },
-        )
+        let call = Prepared::set_config_option(session_id, config_id, value)?;
+        self.blocking(py, &call)?.extract(py)
     }
 
     /// Closes a session (writing `session/close` only when the agent advertises it).
     fn close_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.run(
-            py,
-            None,
-            |conn| conn.close_session(&session_id),
-            |_, _| Ok(()),
-        )
+        self.blocking(py, &Prepared(Owned::CloseSession(session_id)))
+            .map(drop)
     }
 
     /// One turn of content-block tuples on `session_id`.
@@ -249,44 +155,26 @@ impl CoreClient {
         timeout: Option<f64>,
         gated: bool,
     ) -> PyResult<TurnTuple> {
-        let content = options::content(blocks)?;
-        let timeout_ms = deadline(py, timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
-        let result = self.run(
-            py,
-            None,
-            |conn| {
-                conn.request(Request::Prompt {
-                    session_id: &session_id,
-                    content: &content,
-                    timeout_ms,
-                    gated,
-                })
-                .map(Some)
-            },
-            |run, outcome| match outcome {
-                Some(Outcome::Turn(turn)) => {
-                    let late = turn.timed_out;
-                    let tuple = turn_tuple(py, run, *turn)?;
-                    Ok((if late { "late" } else { "ok" }, Some(tuple)))
-                }
-                _ => Err(AcpError::protocol("session/prompt finished without a turn").into()),
-            },
-        );
-        match result {
+        let call = Prepared::prompt(py, session_id, blocks, timeout, gated)?;
+        match self.blocking(py, &call) {
+            Ok(value) => {
+                let (status, turn): (String, Py<PyAny>) = value.extract(py)?;
+                Ok((if status == "late" { "late" } else { "ok" }, Some(turn)))
+            }
             Err(error)
                 if error.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py)
                     && error.value(py).to_string() == TURN_TIMED_OUT =>
             {
                 Ok(("timeout", None))
             }
-            other => other,
+            Err(error) => Err(error),
         }
     }
 
     /// Trips the cancel latch of the session's turn (one `session/cancel`); any thread, never
     /// blocks, does nothing without a turn in flight.
     fn cancel(&self, session_id: String) {
-        if self.call.try_lock().is_ok() {
+        if !self.shared.asynchronous.load(Ordering::Relaxed) && self.call.try_lock().is_ok() {
             return; // no call runs, so no turn is in flight
         }
         lock(&self.shared.cancels).push(session_id);

@@ -19,11 +19,13 @@ use acp_proto::error::AcpError;
 use acp_proto::reader;
 use acp_proto::results::{InitializeInfo, NamedEntry};
 use acp_proto::session::TurnOutcome;
-use acp_proto::{Connection, Outcome, Request};
+use acp_proto::{Connection, Outcome};
 
 use crate::driver::{Callbacks, Driven, Run};
 use crate::errors::{to_pyerr, CallError};
 use crate::options;
+use crate::prepared::Prepared;
+use crate::reply::ReplyBuilder;
 
 /// The marker of a turn given up after its timeout and grace, turned into a status by `prompt`.
 pub(crate) const TURN_TIMED_OUT: &str = "acp-fast: the turn timed out past its cancel grace";
@@ -56,6 +58,8 @@ pub(crate) struct Shared {
     pub stop_cause: Mutex<Option<Py<PyAny>>>,
     /// The driver's clock starts here.
     pub epoch: Instant,
+    /// Driven by an asyncio loop (`aio_attach`): no call holds the lock while a turn runs.
+    pub asynchronous: AtomicBool,
 }
 
 impl Shared {
@@ -90,7 +94,7 @@ pub struct CoreClient {
     agent: Mutex<Option<Agent>>,
     published: Mutex<Published>,
     pub(crate) shared: Shared,
-    pid: u32,
+    pub(crate) pid: u32,
     /// The process that made this client; after fork() the child may not use it.
     owner: u32,
     stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
@@ -161,7 +165,7 @@ impl CoreClient {
         Ok(guard)
     }
 
-    fn stopped_error(&self, py: Python<'_>, reason: &str) -> PyErr {
+    pub(crate) fn stopped_error(&self, py: Python<'_>, reason: &str) -> PyErr {
         let error = to_pyerr(py, AcpError::protocol(reason));
         if let Some(cause) = lock(&self.shared.stop_cause).as_ref() {
             error.set_cause(py, Some(PyErr::from_value(cause.bind(py).clone())));
@@ -224,7 +228,12 @@ impl CoreClient {
             driven.pipes = None;
             *lock(&self.shared.waker) = None;
         }
-        result.map_err(|error| match error {
+        result.map_err(|error| self.call_error(py, error))
+    }
+
+    /// A failed call's exception, with what is known about why the agent's output ended.
+    pub(crate) fn call_error(&self, py: Python<'_>, error: CallError) -> PyErr {
+        match error {
             CallError::Acp(AcpError::AgentProtocol(mut protocol)) => {
                 if protocol.output_ended {
                     self.explain_end(py, &mut protocol.description);
@@ -241,16 +250,16 @@ impl CoreClient {
                 pyo3::exceptions::PyTimeoutError::new_err(TURN_TIMED_OUT)
             }
             other => other.into_pyerr(py),
-        })
+        }
     }
 
-    /// A call that returns no value.
-    pub(crate) fn simple(&self, py: Python<'_>, request: Request<'_>) -> PyResult<()> {
+    /// Runs a prepared call to its end on the blocking driver.
+    pub(crate) fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
         self.run(
             py,
             None,
-            |conn| conn.request(request).map(Some),
-            |_, _| Ok(()),
+            |conn| call.start(conn),
+            |run, outcome| call.value(py, std::mem::take(&mut run.reply), outcome),
         )
     }
 
@@ -327,10 +336,10 @@ fn view(conn: &Connection, session_id: &str) -> SessionView {
 
 pub(crate) fn turn_tuple(
     py: Python<'_>,
-    run: &mut Run<'_, '_>,
+    reply: ReplyBuilder,
     turn: TurnOutcome,
 ) -> PyResult<Py<PyAny>> {
-    let reply = std::mem::take(&mut run.reply).finish(py)?;
+    let reply = reply.finish(py)?;
     let overflow = turn.overflow.map(|o| {
         (
             o.kind.as_str(),
@@ -422,6 +431,7 @@ impl CoreClient {
                 conn,
                 pipes: Some(pipes),
                 callbacks,
+                aio: None,
             }),
             agent: Mutex::new(Some(agent)),
             published: Mutex::new(published),
@@ -432,6 +442,7 @@ impl CoreClient {
                 waker: Mutex::new(Some(waker)),
                 stop_cause: Mutex::new(None),
                 epoch: Instant::now(),
+                asynchronous: AtomicBool::new(false),
             },
             pid,
             owner: std::process::id(),
@@ -500,6 +511,7 @@ impl CoreClient {
         self.stop_agent(py, true);
         if let Ok(mut driven) = self.call.try_lock() {
             driven.pipes = None;
+            driven.aio = None; // its pidfd too
             *lock(&self.shared.waker) = None;
             driven.conn.close_reader();
             self.publish(&driven);

@@ -56,6 +56,8 @@ pub(crate) struct Driven {
     pub conn: Connection,
     pub pipes: Option<PipeTransport>,
     pub callbacks: Callbacks,
+    /// The asyncio driver's state (`None` for a blocking client).
+    pub aio: Option<crate::aio::AsyncState>,
 }
 
 /// Why a call stopped the client: the callback and what it raised.
@@ -70,14 +72,32 @@ fn stop_reason(py: Python<'_>, callback: &str, error: &PyErr) -> String {
     )
 }
 
-/// What one event asks of the loop once the connection is no longer borrowed.
-enum Flow<'py> {
-    Continue,
+/// What handling one event left for the driver to do.
+pub(crate) enum Flow {
+    /// No complete line is buffered: read more.
     NeedInput,
-    Finished(Result<Outcome, AcpError>),
-    Updated(Bound<'py, Update>, Option<String>, Option<String>),
+    /// An update or another line was handled; `pause`: the fold asked the reader to pause
+    /// (an asyncio `updates()` queue is full).
+    Handled { pause: bool },
+    /// A call finished.
+    Done(CallId, Result<Outcome, AcpError>),
+    /// A permission request: ask the observer (unless `cancelled`), then decide.
     Permission(AskId, PermissionRecord, bool),
-    Fail(Fail),
+}
+
+/// What the observer's `on_permission` gave: a reply (or abstention), or an awaitable the
+/// asyncio driver waits on while reading goes on.
+pub(crate) enum Asked {
+    Reply(Option<Selection>),
+    Deferred(Py<PyAny>),
+}
+
+/// An update handled while the connection was borrowed, finished after. (A value on the
+/// stack for one event, so the size difference of its variants costs nothing.)
+#[allow(clippy::large_enum_variant)]
+enum Handled<'py> {
+    Update(Bound<'py, Update>, Option<String>, Option<String>),
+    Flow(Flow),
 }
 
 /// A failure that stops the client (a callback raised, the observer lacks one), or another.
@@ -101,6 +121,10 @@ pub(crate) struct Run<'py, 'c> {
     pub reply: ReplyBuilder,
     session_cache: Option<(String, Py<PyString>)>,
     pub delivered: u64,
+    /// The session of the message whose callback stopped the client, if it had one.
+    pub failed_session: Option<String>,
+    /// Driven by an asyncio loop.
+    asynchronous: bool,
 }
 
 impl<'py, 'c> Run<'py, 'c> {
@@ -112,6 +136,8 @@ impl<'py, 'c> Run<'py, 'c> {
             reply: ReplyBuilder::default(),
             session_cache: None,
             delivered: 0,
+            failed_session: None,
+            asynchronous: client.shared.asynchronous.load(Ordering::Relaxed),
         }
     }
 
@@ -126,7 +152,7 @@ impl<'py, 'c> Run<'py, 'c> {
         }
     }
 
-    fn now_ms(&self) -> u64 {
+    pub fn now_ms(&self) -> u64 {
         self.shared.epoch.elapsed().as_millis() as u64
     }
 
@@ -161,74 +187,18 @@ impl<'py, 'c> Run<'py, 'c> {
             if driven.conn.poll_timeout().is_some() {
                 driven.conn.handle_timeout(self.now_ms());
             }
-            let flow = match driven.conn.poll_event() {
-                Err(error) => return Err(error.into()),
-                Ok(None) => Flow::NeedInput,
-                Ok(Some(Event::Update {
-                    update,
-                    joined,
-                    routed,
-                })) => match self.on_update(&driven.callbacks, &update) {
-                    Ok(object) => {
-                        if joined {
-                            self.reply.push(self.py, &update.text, update.ascii);
-                        }
-                        let publish = matches!(
-                            update.kind,
-                            UpdateKind::CurrentModeUpdate
-                                | UpdateKind::ConfigOptionUpdate
-                                | UpdateKind::AvailableCommandsUpdate
-                        )
-                        .then(|| update.session_id.to_string());
-                        let fold = (routed && driven.callbacks.fold.is_some())
-                            .then(|| update.session_id.to_string());
-                        Flow::Updated(object, publish, fold)
-                    }
-                    Err(fail) => Flow::Fail(fail),
-                },
-                Ok(Some(Event::Permission {
-                    ask,
-                    preview,
-                    cancelled,
-                })) => Flow::Permission(ask, preview, cancelled),
-                Ok(Some(Event::Done {
-                    call: done,
-                    outcome,
-                    line,
-                })) => match self.tap(&driven.callbacks, line) {
-                    Err(fail) => Flow::Fail(fail),
-                    Ok(()) if Some(done) == call => Flow::Finished(outcome),
-                    Ok(()) => Flow::Continue,
-                },
-                Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
-                    Err(fail) => Flow::Fail(fail),
-                    Ok(()) => Flow::Continue,
-                },
-            };
-            match flow {
-                Flow::Continue => {}
-                Flow::Finished(outcome) => return outcome.map(Some).map_err(CallError::from),
-                Flow::Fail(fail) => return Err(self.fail(driven, fail)),
-                Flow::Updated(object, publish, fold_session) => {
-                    if let Some(session) = publish {
-                        self.client.publish_session(&driven.conn, &session);
-                    }
-                    if let (Some(fold), Some(session)) = (&driven.callbacks.fold, fold_session) {
-                        // A new state starts from the session's modes (its known mode ids).
-                        let modes: Vec<String> = driven
-                            .conn
-                            .session(&session)
-                            .map(|s| s.modes.available.iter().map(|m| m.id.clone()).collect())
-                            .unwrap_or_default();
-                        if let Err(error) = fold.bind(self.py).call1((object, modes)) {
-                            return Err(
-                                self.fail(driven, Fail::Callback("the session fold", error))
-                            );
-                        }
+            match self.next(driven)? {
+                Flow::Handled { .. } => {}
+                Flow::Done(done, outcome) => {
+                    if Some(done) == call {
+                        return outcome.map(Some).map_err(CallError::from);
                     }
                 }
                 Flow::Permission(ask, preview, cancelled) => {
-                    self.permission(driven, ask, preview, cancelled)?
+                    match self.ask(driven, &preview, cancelled)? {
+                        Asked::Reply(reply) => self.settle(driven, ask, reply)?,
+                        Asked::Deferred(_) => unreachable!("only the asyncio driver defers"),
+                    }
                 }
                 Flow::NeedInput => {
                     if call.is_none() && until.is_none() {
@@ -252,39 +222,135 @@ impl<'py, 'c> Run<'py, 'c> {
         }
     }
 
-    fn permission(
-        &mut self,
-        driven: &mut Driven,
-        ask: AskId,
-        preview: PermissionRecord,
-        cancelled: bool,
-    ) -> Result<(), CallError> {
-        let mut reply = None;
-        if !cancelled {
-            if let Some(callback) = &driven.callbacks.permission_preview {
-                let record = record_tuple(self.py, &preview)?;
-                let answer = callback
-                    .bind(self.py)
-                    .call1((record,))
-                    .and_then(|answer| answer.extract::<Option<(String, String, String)>>());
-                match answer {
-                    Ok(Some((outcome, option_id, option_kind))) => {
-                        reply = Some(Selection {
-                            outcome,
-                            option_id,
-                            option_kind,
-                        })
+    /// Takes the next event and handles what needs no decision from the driver: an update
+    /// (observer, reply, published state, fold) or another line (the tap). Callbacks run here,
+    /// in arrival order; one that raises stops the client.
+    pub fn next(&mut self, driven: &mut Driven) -> Result<Flow, CallError> {
+        let handled = match driven.conn.poll_event() {
+            Err(error) => return Err(error.into()),
+            Ok(None) => Handled::Flow(Flow::NeedInput),
+            Ok(Some(Event::Update {
+                update,
+                joined,
+                routed,
+            })) => match self.on_update(&driven.callbacks, &update) {
+                Ok(object) => {
+                    if joined {
+                        match driven.aio.as_mut() {
+                            None => self.reply.push(self.py, &update.text, update.ascii),
+                            Some(aio) => aio.push_reply(self.py, &update),
+                        }
                     }
-                    Ok(None) => {}
-                    Err(error) => {
-                        return Err(self.fail(driven, Fail::Callback("on_permission", error)))
-                    }
+                    let publish = matches!(
+                        update.kind,
+                        UpdateKind::CurrentModeUpdate
+                            | UpdateKind::ConfigOptionUpdate
+                            | UpdateKind::AvailableCommandsUpdate
+                    )
+                    .then(|| update.session_id.to_string());
+                    let fold = (routed && driven.callbacks.fold.is_some())
+                        .then(|| update.session_id.to_string());
+                    Handled::Update(object, publish, fold)
+                }
+                Err(fail) => {
+                    self.failed_session = Some(update.session_id.to_string());
+                    return Err(self.fail(driven, fail));
+                }
+            },
+            Ok(Some(Event::Permission {
+                ask,
+                preview,
+                cancelled,
+            })) => Handled::Flow(Flow::Permission(ask, preview, cancelled)),
+            Ok(Some(Event::Done {
+                call,
+                outcome,
+                line,
+            })) => match self.tap(&driven.callbacks, line) {
+                Err(fail) => return Err(self.fail(driven, fail)),
+                Ok(()) => Handled::Flow(Flow::Done(call, outcome)),
+            },
+            Ok(Some(Event::Other { line })) => match self.tap(&driven.callbacks, line) {
+                Err(fail) => return Err(self.fail(driven, fail)),
+                Ok(()) => Handled::Flow(Flow::Handled { pause: false }),
+            },
+        };
+        let (object, publish, fold_session) = match handled {
+            Handled::Flow(flow) => return Ok(flow),
+            Handled::Update(object, publish, fold_session) => (object, publish, fold_session),
+        };
+        if let Some(session) = publish {
+            self.client.publish_session(&driven.conn, &session);
+        }
+        let mut pause = false;
+        if let (Some(fold), Some(session)) = (&driven.callbacks.fold, fold_session) {
+            // A new state starts from the session's modes (its known mode ids).
+            let modes: Vec<String> = driven
+                .conn
+                .session(&session)
+                .map(|s| s.modes.available.iter().map(|m| m.id.clone()).collect())
+                .unwrap_or_default();
+            match fold.bind(self.py).call1((object, modes)) {
+                Ok(answer) => pause = answer.is_truthy().unwrap_or(false),
+                Err(error) => {
+                    self.failed_session = Some(session);
+                    return Err(self.fail(driven, Fail::Callback("the session fold", error)));
                 }
             }
         }
+        Ok(Flow::Handled { pause })
+    }
+
+    /// Asks the observer's `on_permission` about a request (not when its session is being
+    /// cancelled: the answer is `cancelled` whatever it says).
+    pub fn ask(
+        &mut self,
+        driven: &mut Driven,
+        preview: &PermissionRecord,
+        cancelled: bool,
+    ) -> Result<Asked, CallError> {
+        let Some(callback) = driven
+            .callbacks
+            .permission_preview
+            .as_ref()
+            .filter(|_| !cancelled)
+        else {
+            return Ok(Asked::Reply(None));
+        };
+        let record = record_tuple(self.py, preview)?;
+        let answer = callback.bind(self.py).call1((record,)).and_then(|answer| {
+            if answer.is_none() {
+                return Ok(Asked::Reply(None));
+            }
+            match answer.extract::<(String, String, String)>() {
+                Ok((outcome, option_id, option_kind)) => Ok(Asked::Reply(Some(Selection {
+                    outcome,
+                    option_id,
+                    option_kind,
+                }))),
+                // The asyncio facade passes an awaitable through; the blocking one never does.
+                Err(_) if driven.aio.is_some() => Ok(Asked::Deferred(answer.unbind())),
+                Err(error) => Err(error),
+            }
+        });
+        answer.map_err(|error| {
+            self.failed_session = Some(preview.session_id.clone());
+            self.fail(driven, Fail::Callback("on_permission", error))
+        })
+    }
+
+    /// Decides a request (cancel latch, the observer's reply, the policy), records it with
+    /// `on_permission_commit`, then queues the answer: commit before answer.
+    pub fn settle(
+        &mut self,
+        driven: &mut Driven,
+        ask: AskId,
+        reply: Option<Selection>,
+    ) -> Result<(), CallError> {
         // A cancel() from inside on_permission replaces its reply.
         self.take_cancels(&mut driven.conn);
         let decided = driven.conn.decide(ask, reply)?;
+        self.failed_session = Some(decided.record.session_id.clone());
         let Some(commit) = &driven.callbacks.permission_commit else {
             let error = AcpError::MissingDurableObserver(format!(
                 "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
@@ -293,12 +359,49 @@ impl<'py, 'c> Run<'py, 'c> {
             return Err(self.fail(driven, Fail::Missing(error)));
         };
         let record = record_tuple(self.py, &decided.record)?;
-        if let Err(error) = commit.bind(self.py).call1((record,)) {
+        let committed = commit
+            .bind(self.py)
+            .call1((record,))
+            .map_err(|error| Fail::Callback("on_permission_commit", error))
+            .and_then(|answer| self.not_awaitable("on_permission_commit", &answer));
+        if let Err(fail) = committed {
             // Dropping `decided` writes nothing: the decision was not recorded.
-            return Err(self.fail(driven, Fail::Callback("on_permission_commit", error)));
+            return Err(self.fail(driven, fail));
         }
+        self.failed_session = None;
         driven.conn.send(decided);
         Ok(())
+    }
+
+    /// Under asyncio, `on_update` and `on_permission_commit` must finish before the next line
+    /// is handled, so an awaitable from them is a mistake that would silently drop its work.
+    fn not_awaitable(
+        &self,
+        callback: &'static str,
+        answer: &Bound<'py, PyAny>,
+    ) -> Result<(), Fail> {
+        if answer.is_none() || !self.asynchronous || !answer.hasattr("__await__").unwrap_or(false) {
+            return Ok(());
+        }
+        if let Ok(close) = answer.getattr("close") {
+            let _ = close.call0(); // a coroutine never awaited: no "never awaited" warning
+        }
+        Err(Fail::Callback(
+            callback,
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "{callback} must not return an awaitable under AsyncClient (it runs on the loop before the next line is handled; only on_permission may be awaited)"
+            )),
+        ))
+    }
+
+    /// A callback that ran outside the loop (an awaited `on_permission`) raised: stop.
+    pub fn callback_failed(
+        &self,
+        driven: &mut Driven,
+        callback: &'static str,
+        error: PyErr,
+    ) -> CallError {
+        self.fail(driven, Fail::Callback(callback, error))
     }
 
     /// Stops the client after a callback failed (or the observer lacks one).
@@ -330,7 +433,7 @@ impl<'py, 'c> Run<'py, 'c> {
 
     /// Per line, not per read: a stop requested from another thread is seen before the next
     /// line is handled, whatever is still buffered.
-    fn check_stops(&self) -> Result<(), CallError> {
+    pub fn check_stops(&self) -> Result<(), CallError> {
         let flags = &self.shared.flags;
         if flags.closed.load(Ordering::SeqCst) {
             return Err(AcpError::protocol(
@@ -347,7 +450,7 @@ impl<'py, 'c> Run<'py, 'c> {
         Ok(())
     }
 
-    fn take_cancels(&self, conn: &mut Connection) {
+    pub fn take_cancels(&self, conn: &mut Connection) {
         if !self.shared.cancel_pending.swap(false, Ordering::SeqCst) {
             return; // the common case: one atomic load per line, no lock
         }
@@ -406,17 +509,24 @@ impl<'py, 'c> Run<'py, 'c> {
                 .map(|v| PyString::new(py, v).unbind()),
         };
         let object = Bound::new(py, object).map_err(Fail::py)?;
-        if let Err(error) = callback.bind(py).call1((&object,)) {
-            return Err(Fail::Callback("on_update", error));
+        match callback.bind(py).call1((&object,)) {
+            Err(error) => return Err(Fail::Callback("on_update", error)),
+            Ok(answer) => self.not_awaitable("on_update", &answer)?,
         }
         Ok(object)
     }
 
     /// Writes every queued line, whole and in order, with the GIL released while it waits.
     pub fn flush(&mut self, driven: &mut Driven) -> Result<(), CallError> {
+        self.write_queued(driven, true).map(drop)
+    }
+
+    /// Writes queued lines in order; with `wait` false, stops at a full pipe instead of
+    /// waiting (the asyncio driver then waits for writability). Whether everything was written.
+    pub fn write_queued(&mut self, driven: &mut Driven, wait: bool) -> Result<bool, CallError> {
         loop {
             let Some((bytes, fresh)) = driven.conn.poll_transmit() else {
-                return Ok(());
+                return Ok(true);
             };
             if fresh {
                 if let Some(tap) = &driven.callbacks.on_sent {
@@ -428,13 +538,14 @@ impl<'py, 'c> Run<'py, 'c> {
                 }
             }
             let Some((bytes, _)) = driven.conn.poll_transmit() else {
-                return Ok(());
+                return Ok(true);
             };
             let Some(pipes) = driven.pipes.as_mut() else {
                 return Err(AcpError::protocol("the client is closed").into());
             };
             // A pipe with room takes the line at once: no need to release the GIL for it.
             let written = match pipes.try_write(bytes) {
+                Ok(WriteOutcome::Idle) if !wait => return Ok(false),
                 Ok(WriteOutcome::Idle) => self.py.detach(|| pipes.write(bytes)),
                 other => other,
             };

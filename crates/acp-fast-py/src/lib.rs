@@ -4,16 +4,19 @@
 //! - `options`: the client's option object read and validated once.
 //! - `client`: `CoreClient`, one agent and its connection: construction, the call lock, state.
 //! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
-//! - `driver`: the blocking loop and the observer callbacks.
+//! - `driver`: the blocking loop and the observer callbacks; `aio`: the asyncio driver's
+//!   non-blocking steps; `prepared`: a call read once, for either driver.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
 //! - `guard`: the functions of the guard process that outlives a dying host (acp-os).
 
+mod aio;
 mod calls;
 mod client;
 mod driver;
 mod errors;
 mod guard;
 mod options;
+mod prepared;
 mod reply;
 mod update;
 

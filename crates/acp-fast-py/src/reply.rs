@@ -36,11 +36,17 @@ impl OwnedStr {
     }
 }
 
+// SAFETY: the object is only touched with the GIL held: every method that writes it takes a
+// `Python` token, and drop attaches to the interpreter first. (The asyncio driver keeps a
+// running turn's reply between steps, inside the client's lock.)
+unsafe impl Send for OwnedStr {}
+
 impl Drop for OwnedStr {
     fn drop(&mut self) {
         if !self.0.is_null() {
-            // SAFETY: an owned reference; builders live only inside calls that hold the GIL.
-            unsafe { pyo3::ffi::Py_DECREF(self.0) };
+            let object = self.0;
+            // SAFETY: an owned reference, released with the GIL held.
+            Python::attach(|_| unsafe { pyo3::ffi::Py_DECREF(object) });
         }
     }
 }

@@ -71,3 +71,21 @@ impl Waker {
         self.read.as_raw_fd()
     }
 }
+
+/// A pidfd for `pid` (Linux >= 5.3): readable once the process exits, so an event loop sees an
+/// agent's exit without a thread or a timer.
+#[cfg(target_os = "linux")]
+pub fn pidfd(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn pidfd(_pid: u32) -> io::Result<OwnedFd> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}

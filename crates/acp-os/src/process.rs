@@ -486,6 +486,38 @@ impl PipeTransport {
     pub fn set_wait(&mut self, wait: Duration) {
         self.wait = wait;
     }
+
+    /// The agent's stdout and (until `close_stdin`) stdin, both `O_NONBLOCK`, for an event
+    /// loop to watch; they stay owned here.
+    pub fn raw_fds(&self) -> (std::os::fd::RawFd, Option<std::os::fd::RawFd>) {
+        (
+            self.stdout.as_raw_fd(),
+            self.stdin.as_ref().map(AsRawFd::as_raw_fd),
+        )
+    }
+
+    /// One read(2) and nothing else (an event loop said the pipe is readable): `Idle` on EAGAIN.
+    pub fn read_now(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
+        // SAFETY: reading into a valid, exclusively borrowed buffer.
+        let count =
+            unsafe { libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if count > 0 {
+            return Ok(ReadOutcome::Data(count as usize));
+        }
+        if count == 0 {
+            return Ok(ReadOutcome::Eof);
+        }
+        let error = io::Error::last_os_error();
+        match error.kind() {
+            io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => Ok(ReadOutcome::Idle),
+            _ => Err(error),
+        }
+    }
+
+    /// Whether the agent process has exited (not reaped).
+    pub fn agent_exited(&self) -> bool {
+        has_exited(self.pid)
+    }
 }
 
 /// Whether `fd` became ready within `wait`; `Woken` when the waker fired first.

@@ -492,6 +492,17 @@ pub fn method_not_found(raw_id: &str) -> Vec<u8> {
     json.finish_line()
 }
 
+/// `$/cancel_request` for one of our requests (the schema's cancellation notification).
+pub fn cancel_request(id: i64) -> Vec<u8> {
+    let mut json = Json::message();
+    json.field_str("method", "$/cancel_request");
+    json.key("params");
+    json.open_object();
+    json.field_raw("requestId", &id.to_string());
+    json.close(b'}');
+    json.finish_line()
+}
+
 pub fn cancel(session_id: &str) -> Vec<u8> {
     let mut json = Json::message();
     json.field_str("method", "session/cancel");

@@ -313,6 +313,36 @@ impl Connection {
         self.core.abandon(call);
     }
 
+    /// Gives up on a call whose caller went away (an asyncio task cancelled): its id is
+    /// tombstoned and `$/cancel_request` tells the agent. A prompt is cancelled with `cancel`
+    /// instead; this one only abandons it.
+    pub fn cancel_request(&mut self, call: CallId) {
+        let Some(wire_id) = self.core.calls.get(call).map(|c| c.wire_id) else {
+            return;
+        };
+        let kind = self.core.calls.get(call).map(|c| c.kind);
+        self.core.abandon(call);
+        if kind == Some(CallKind::Prompt) || self.core.stopped.is_some() {
+            return;
+        }
+        if let Ok(bytes) = self.core.checked(
+            encode::cancel_request(wire_id),
+            "the $/cancel_request notification",
+        ) {
+            self.core.outbox.push_back(bytes);
+        }
+    }
+
+    /// Whether a permission request still waiting for `decide` belongs to a session whose turn
+    /// is being cancelled (its answer will be `cancelled`; an observer asked about it can stop).
+    pub fn ask_cancelled(&self, ask: AskId) -> bool {
+        self.core
+            .asks
+            .iter()
+            .find(|(id, _)| *id == ask)
+            .is_some_and(|(_, request)| self.core.latched(&request.record.session_id))
+    }
+
     /// Trips the cancel latch of the session's turn: one `session/cancel` per turn.
     pub fn cancel(&mut self, session_id: &str) {
         self.core.cancel(session_id);

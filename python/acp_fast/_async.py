@@ -1,0 +1,723 @@
+"""`AsyncClient` and `AsyncSession`: the client driven by an asyncio event loop.
+
+The same core, `Connection` and callbacks as `Client`; instead of a blocking loop, the agent's
+stdout, a waker and the agent's exit (a pidfd) are watched with ``loop.add_reader`` and each
+readiness callback runs one bounded step of the core (``aio_pump``), which handles complete lines
+(observer callbacks included) and reports finished calls, awaitable permission answers and what
+the loop must arrange next (a write watch, another step, a timer). No thread is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import _spawn_args
+from ._client import _ClientBase, _connect_failure, content_tuple
+from ._core import Update
+from ._errors import AgentProtocolError
+from ._session import _decode_list, _SessionBase, content_tuples
+from ._types import PermissionReply, PromptResult, ReaderStatus, Text, TurnResult
+
+# The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
+_MORE, _WRITE, _PAUSED, _ENDED, _STOPPED = 1, 2, 4, 8, 16
+
+# Events handled per step before yielding to the loop's other callbacks: large enough that the
+# per-step cost (one Python call, one report) vanishes against the per-update cost, small
+# enough that 64 agents in one loop take turns every few milliseconds.
+_BUDGET = 2048
+
+_Report = tuple[list[tuple[int, bool, Any]], list[tuple[int, Any]], list[int], int, float | None]
+
+
+class AsyncSession(_SessionBase):
+    """One ACP session of an `AsyncClient`; made by its calls, never directly."""
+
+    _kind = "AsyncSession"
+    _client: AsyncClient
+
+    async def prompt(
+        self, content: str | Iterable[Any], *, timeout: float | None = None
+    ) -> TurnResult:
+        """One turn (see `Session.prompt`). Cancelling the awaiting task cancels the turn
+        (`session/cancel`) and waits up to ``cancel_grace`` for it to end."""
+        return await self._turn(content, timeout=timeout, gated=True)
+
+    async def _turn(
+        self,
+        content: str | Iterable[Any],
+        *,
+        timeout: float | None,
+        gated: bool,
+        typed: bool = True,
+    ) -> TurnResult:
+        self._check_open()
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        return await self._client._run_turn(self, content, timeout, gated, typed)
+
+    async def set_mode(self, mode_id: str) -> None:
+        self._check_open()
+        client = self._client
+        client._bind()
+        await client._call(client._live.aio_begin_set_mode(self.session_id, mode_id))
+
+    async def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
+        """Sets a config option; returns the session's config options afterwards."""
+        self._check_open()
+        client = self._client
+        client._bind()
+        begun = client._live.aio_begin_set_config_option(self.session_id, config_id, value)
+        options = await client._call(begun)
+        return _decode_list(options, "SessionConfigOption") or ()
+
+    async def set_model(self, model_id: str) -> None:
+        """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
+        self._check_open()
+        client = self._client
+        client._bind()
+        await client._call(client._live.aio_begin_set_model(self.session_id, model_id))
+
+    async def close(self) -> None:
+        """Closes the session (``session/close`` when the agent advertises it; locally either
+        way). Idempotent."""
+        if self._closed:
+            return
+        self._info()
+        client = self._client
+        try:
+            if client._core is not None and not client._core.closed:
+                client._bind()
+                await client._call(client._live.aio_begin_close_session(self.session_id))
+        finally:
+            self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        super()._mark_closed()
+        self._client._end_subscriptions(self.session_id, None)
+
+    def updates(
+        self,
+        *,
+        max_latency: float = 0.016,
+        max_items: int = 256,
+        max_buffered_bytes: int = 8 << 20,
+    ) -> Updates:
+        """Every update routed to this session from now on, in coalesced batches (see the
+        design's async.md §6). Leave the ``async for`` (or ``await it.aclose()``) when done:
+        an iterator nobody reads pauses the client once its queue fills."""
+        for name, value in (
+            ("max_latency", max_latency),
+            ("max_items", max_items),
+            ("max_buffered_bytes", max_buffered_bytes),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0 (got {value!r})")
+        return Updates(self._client, self.session_id, max_latency, int(max_items),
+                       int(max_buffered_bytes))
+
+    async def __aenter__(self) -> AsyncSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class Updates:
+    """An async iterator of a session's updates in batches (`AsyncSession.updates`)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        session_id: str,
+        max_latency: float,
+        max_items: int,
+        max_bytes: int,
+    ) -> None:
+        self._client = client
+        self._session_id = session_id
+        self._max_latency = max_latency
+        self._max_items = max_items
+        self._max_bytes = max_bytes
+        self._queue: deque[Update] = deque()
+        self._bytes = 0
+        self._opened_at = 0.0  # loop time of the first update of the open batch
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        client._subscribe(self)
+
+    # Called by the client on the loop's thread.
+
+    def _push(self, update: Update) -> bool:
+        """Queues an update; whether the queue is now full (the client pauses reading)."""
+        queue = self._queue
+        if not queue:
+            self._opened_at = time.monotonic()
+        queue.append(update)
+        self._bytes += len(update.envelope)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        return len(queue) >= 4 * self._max_items or self._bytes >= self._max_bytes
+
+    def _half_empty(self) -> bool:
+        return len(self._queue) <= 2 * self._max_items and self._bytes <= self._max_bytes // 2
+
+    def _end(self, error: BaseException | None) -> None:
+        self._ended = True
+        self._error = error
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # The iterator.
+
+    def __aiter__(self) -> Updates:
+        return self
+
+    async def _wait(self, timeout: float | None) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        try:
+            if timeout is None:
+                await waiter
+            else:
+                await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiter = None
+
+    async def __anext__(self) -> tuple[Update, ...]:
+        queue = self._queue
+        while not queue:
+            if self._ended:
+                self._close()
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            await self._wait(None)
+        # The batch opened with its first update: hand it over when it is full or old enough.
+        while len(queue) < self._max_items and not self._ended:
+            remaining = self._opened_at + self._max_latency - time.monotonic()
+            if remaining <= 0:
+                break
+            await self._wait(remaining)
+        count = min(len(queue), self._max_items)
+        batch = tuple(queue.popleft() for _ in range(count))
+        self._bytes -= sum(len(u.envelope) for u in batch)
+        if queue:
+            self._opened_at = 0.0  # a consumer that is behind gets the rest at once
+        self._client._maybe_resume()
+        return batch
+
+    def _close(self) -> None:
+        if self._client is not None:
+            self._client._unsubscribe(self)
+
+    async def aclose(self) -> None:
+        """Stops the subscription (its queue is dropped)."""
+        self._end(None)
+        self._queue.clear()
+        self._bytes = 0
+        self._close()
+
+    def __del__(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client._unsubscribe(self)
+
+
+class AsyncClient(_ClientBase[AsyncSession]):
+    """`Client` for asyncio: the same options, semantics and errors; every call that talks to
+    the agent is a coroutine. `cancel()`, `request_cancel()` and `close()` are plain methods,
+    callable from any thread. The client binds to the running loop at its first awaited call.
+    """
+
+    _asynchronous = True
+
+    def _setup(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._asks: dict[int, asyncio.Future[Any]] = {}
+        self._subscriptions: dict[str, list[Updates]] = {}
+        self._fds: tuple[int, int, int, int] = (-1, -1, -1, -1)
+        self._reading = self._writing = self._paused = self._step_soon = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._guard: asyncio.Future[None] | None = None
+        self._stop_error: BaseException | None = None
+
+    def _make_session(
+        self, session_id: str, cwd: str, directories: tuple[str, ...]
+    ) -> AsyncSession:
+        return AsyncSession(self, session_id, cwd, directories)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        """The running loop, which the client is bound to from its first call on."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return loop
+        if self._loop is not None:
+            raise RuntimeError(
+                "this AsyncClient belongs to another event loop (or thread); "
+                "use it from the loop that made its first call"
+            )
+        core = self._live
+        if core.closed:
+            raise AgentProtocolError("the client is closed")
+        self._fds = core.aio_attach()
+        stdout, _stdin, waker, exit_fd = self._fds
+        self._loop = loop
+        loop.add_reader(stdout, self._on_readable)
+        self._reading = True
+        loop.add_reader(waker, self._on_wake)
+        if exit_fd >= 0:
+            loop.add_reader(exit_fd, self._on_exit)
+        # The loop's shutdown cancels every task: this one closes the client then.
+        self._guard = asyncio.ensure_future(_guard(weakref.ref(self)))
+        return loop
+
+    def _on_readable(self) -> None:
+        self._apply(self._live.aio_pump(_BUDGET))
+
+    def _on_wake(self) -> None:
+        # While paused only the cancels, stops and timers are handled (budget 0).
+        self._apply(self._live.aio_pump(0 if self._paused else _BUDGET, woken=True))
+
+    def _on_exit(self) -> None:
+        loop = self._loop
+        if loop is not None:
+            loop.remove_reader(self._fds[3])
+        self._apply(self._live.aio_pump(_BUDGET, exited=True))
+
+    def _on_writable(self) -> None:
+        self._apply(self._live.aio_write())
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._apply(self._live.aio_pump(0 if self._paused else _BUDGET))
+
+    def _step(self) -> None:
+        self._step_soon = False
+        if not self._paused:
+            self._apply(self._live.aio_pump(_BUDGET))
+
+    def _schedule_step(self) -> None:
+        loop = self._loop
+        if loop is not None and not self._step_soon and not loop.is_closed():
+            self._step_soon = True
+            loop.call_soon(self._step)
+
+    def _apply(self, report: _Report) -> None:
+        """Completes what the core finished and arranges what it asks of the loop."""
+        done, asks, cancelled, flags, timeout = report
+        futures = self._futures
+        for call_id, ok, value in done:
+            future = futures.pop(call_id, None)
+            if future is None or future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+        for token, awaitable in asks:
+            task = asyncio.ensure_future(awaitable)
+            self._asks[token] = task
+            task.add_done_callback(lambda t, token=token: self._asked(token, t))
+        for token in cancelled:
+            pending = self._asks.get(token)
+            if pending is not None:
+                pending.cancel()
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if flags & _ENDED and self._live.closed:
+            # close() from a callback inside a step could not release the pipes then.
+            self._detach()
+            self._live.close()
+            return
+        stdout, stdin, _waker, _exit = self._fds
+        if flags & _WRITE:
+            if not self._writing and stdin >= 0:
+                loop.add_writer(stdin, self._on_writable)
+                self._writing = True
+        elif self._writing:
+            loop.remove_writer(stdin)
+            self._writing = False
+        if flags & _STOPPED and self._stop_error is None:
+            self._stop_error = AgentProtocolError(
+                "the client stopped (a callback raised or the observer lacks one; see the "
+                "error the pending call raised); only close() is accepted"
+            )
+            self._end_subscriptions(None, self._stop_error)
+        if flags & (_ENDED | _PAUSED):
+            if self._reading:
+                loop.remove_reader(stdout)
+                self._reading = False
+            self._paused = bool(flags & _PAUSED) and not flags & _ENDED
+        if flags & _MORE and not flags & _PAUSED:
+            self._schedule_step()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if timeout is not None:
+            self._timer = loop.call_later(timeout, self._on_timer)
+
+    def _asked(self, token: int, task: asyncio.Future[Any]) -> None:
+        """An awaited `on_permission` finished: decide its request."""
+        self._asks.pop(token, None)
+        if self._core is None or self._core.closed:
+            return
+        reply: tuple[str, str, str] | None = None
+        error: BaseException | None = None
+        if not task.cancelled():
+            error = task.exception()
+            if error is None:
+                result = task.result()
+                if isinstance(result, PermissionReply):
+                    reply = (result.outcome, result.option_id, result.option_kind)
+                elif result is not None:
+                    error = TypeError(
+                        "on_permission's awaitable must resolve to a PermissionReply or None "
+                        f"(got {type(result).__name__})"
+                    )
+        self._apply(self._live.aio_decide(token, reply, error))
+
+    # --- subscriptions -------------------------------------------------------------------
+
+    def _subscribe(self, updates: Updates) -> None:
+        if self._stop_error is not None:
+            updates._end(self._stop_error)
+            return
+        session = self._sessions.get(updates._session_id)
+        if session is None or session.closed or self._live.closed:
+            updates._end(None)
+            return
+        self._subscriptions.setdefault(updates._session_id, []).append(updates)
+        self._live.aio_set_fold(self._route)
+
+    def _unsubscribe(self, updates: Updates) -> None:
+        listed = self._subscriptions.get(updates._session_id)
+        if listed is not None and updates in listed:
+            listed.remove(updates)
+            if not listed:
+                del self._subscriptions[updates._session_id]
+        core = self._core
+        if not self._subscriptions and self._session_state == "off" and core is not None:
+            core.aio_set_fold(None)  # back to no per-update Python work beyond on_update
+        self._maybe_resume()
+
+    def _end_subscriptions(self, session_id: str | None, error: BaseException | None) -> None:
+        for sid, listed in list(self._subscriptions.items()):
+            if session_id is None or sid == session_id:
+                for updates in list(listed):
+                    updates._end(error)
+
+    def _route(self, update: Update, mode_ids: list[str]) -> bool:
+        """After `on_update`, for an update routed to an open session: the fold, then every
+        `updates()` queue of that session. True when a queue is full (pause reading)."""
+        if self._session_state != "off":
+            self._fold(update, mode_ids)
+        full = False
+        for updates in self._subscriptions.get(update.session_id, ()):
+            full = updates._push(update) or full
+        return full
+
+    def _maybe_resume(self) -> None:
+        if not self._paused:
+            return
+        for listed in self._subscriptions.values():
+            for updates in listed:
+                if not updates._half_empty():
+                    return
+        self._paused = False
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not self._live.closed:
+            loop.add_reader(self._fds[0], self._on_readable)
+            self._reading = True
+            self._schedule_step()  # lines may be buffered in the core already
+
+    # --- calls ---------------------------------------------------------------------------
+
+    async def _call(self, call_id: int, *, turn_session: str | None = None) -> Any:
+        """Waits for a started call. A cancelled task gives the call up (`$/cancel_request`),
+        or, for a turn, cancels the turn and waits up to the cancel grace for its end."""
+        if call_id < 0:
+            return None  # finished at once
+        loop = self._bind()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._futures[call_id] = future
+        self._apply(self._live.aio_write())  # a write is tried at once
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.done():
+                raise
+            if turn_session is None:
+                self._futures.pop(call_id, None)
+                self._apply(self._live.aio_abandon(call_id))
+                raise
+            self._live.cancel(turn_session)  # one session/cancel; pending permissions cancelled
+            self._schedule_step()
+            try:
+                await asyncio.wait_for(asyncio.shield(future), self._cancel_grace)
+            except BaseException:  # the grace passed, a second cancellation, or the turn failed
+                if not future.done():
+                    self._futures.pop(call_id, None)
+                    self._apply(self._live.aio_abandon(call_id))
+            raise
+
+    async def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
+        """Sends `initialize`, then `session/new` in `cwd` (the default session). Handshake
+        failures raise `ConnectError`, as `Client.start`."""
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout})")
+        self._bind()
+        core = self._live
+        cwd = _spawn_args.session_cwd(self._cwd)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        async def step(call_id: int) -> Any:
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                return await asyncio.wait_for(self._call(call_id), wait)
+            except TimeoutError:
+                reason = (
+                    f"start() timed out after {timeout} s; only close() is accepted "
+                    "(and request_cancel())"
+                )
+                core.stop(reason)
+                core.request_cancel()
+                error = AgentProtocolError(reason)
+                error._acp_handshake = True  # type: ignore[attr-defined]
+                raise error from None
+            except AgentProtocolError as error:
+                error._acp_handshake = True  # type: ignore[attr-defined]
+                raise
+
+        try:
+            await step(core.aio_begin_initialize())
+            session_id = None
+            if new_session:
+                session_id = await step(core.aio_begin_new_session(cwd, None, []))
+        except AgentProtocolError as error:
+            if not _connect_failure(error):
+                raise
+            failure = self._connect_error(error)
+            if error.code != -32000 and not core.stopped:
+                core.stop(
+                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
+                    failure,
+                )
+            raise failure from error
+        if session_id is not None:
+            self._opened(session_id, cwd, ())
+
+    async def new_session(
+        self,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> AsyncSession:
+        """Opens a session (`session/new`); the first one opened becomes the default."""
+        self._bind()
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        begun = self._live.aio_begin_new_session(path, servers, list(directories))
+        session_id = await self._call(begun)
+        return self._opened(session_id, path, directories)
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> AsyncSession:
+        """Loads a session (`session/load`): replayed updates are delivered before it returns."""
+        return await self._load(session_id, cwd, mcp_servers, additional_directories, False)
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+    ) -> AsyncSession:
+        """Resumes a session (`session/resume`): the agent replays nothing."""
+        return await self._load(session_id, cwd, mcp_servers, additional_directories, True)
+
+    async def _load(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        additional_directories: Iterable[str],
+        resume: bool,
+    ) -> AsyncSession:
+        self._bind()
+        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
+        begun = self._live.aio_begin_load_session(
+            session_id, path, servers, list(directories), resume
+        )
+        await self._call(begun)
+        return self._opened(session_id, path, directories)
+
+    async def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
+        """Every session the agent lists (all pages, in its order)."""
+        self._bind()
+        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
+        return self._list_result(await self._call(self._live.aio_begin_list_sessions(path)))
+
+    async def delete_session(self, session_id: str) -> None:
+        """`session/delete`; an open handle for it is then closed locally."""
+        self._bind()
+        await self._call(self._live.aio_begin_delete_session(session_id))
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session._mark_closed()
+
+    async def authenticate(self, method_id: str) -> None:
+        self._bind()
+        await self._call(self._live.aio_begin_authenticate(method_id))
+
+    async def logout(self) -> None:
+        self._bind()
+        await self._call(self._live.aio_begin_logout())
+
+    async def prompt(self, text: str, *, timeout: float | None = None) -> str:
+        """Sends one text prompt to the default session and returns the reply text."""
+        return (await self.prompt_detailed(text, timeout=timeout)).response
+
+    async def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
+        return await self.prompt_content([Text(text)], timeout=timeout)
+
+    async def prompt_content(
+        self, blocks: Iterable[Any], *, timeout: float | None = None
+    ) -> PromptResult:
+        session = self._default_session()
+        turn = await session._turn(blocks, timeout=timeout, gated=False, typed=False)
+        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
+
+    async def _run_turn(
+        self,
+        session: AsyncSession,
+        blocks: str | Iterable[Any],
+        timeout: float | None,
+        gated: bool,
+        typed: bool = True,
+    ) -> TurnResult:
+        self._bind()
+        begun = self._live.aio_begin_prompt(
+            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+        )
+        status, payload = await self._call(begun, turn_session=session.session_id)
+        return self._turn_result(session.session_id, status, payload, timeout, typed)
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    def close(self, *, grace: float = 0.0) -> None:
+        """Stops the agent's group and reaps it (nothing to await); every pending call raises
+        `AgentProtocolError` and every `updates()` iterator ends. Idempotent; any thread."""
+        core = self._core
+        if core is None:
+            return
+        loop = self._loop
+        here = loop is None or loop.is_closed() or _loop_thread(loop)
+        if here:
+            self._detach()
+        core.close(grace)
+        if here:
+            self._fail_pending()
+        elif loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._closed_on_loop)
+            except RuntimeError:
+                pass  # the loop closed meanwhile
+
+    def _closed_on_loop(self) -> None:
+        self._detach()
+        self._live.close()  # releases the fds if the other thread could not (a step ran)
+        self._fail_pending()
+
+    def _detach(self) -> None:
+        """Stops watching the client's fds (before the core closes them)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        stdout, stdin, waker, exit_fd = self._fds
+        if self._reading:
+            loop.remove_reader(stdout)
+            self._reading = False
+        if self._writing:
+            loop.remove_writer(stdin)
+            self._writing = False
+        loop.remove_reader(waker)
+        if exit_fd >= 0:
+            loop.remove_reader(exit_fd)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        guard = self._guard
+        self._guard = None
+        if guard is not None and not guard.done():
+            guard.cancel()
+
+    def _fail_pending(self) -> None:
+        futures, self._futures = self._futures, {}
+        for future in futures.values():
+            if not future.done():
+                future.set_exception(
+                    AgentProtocolError(
+                        "close() stopped the agent while waiting for the agent's answer"
+                    )
+                )
+        for task in list(self._asks.values()):
+            task.cancel()
+        self._end_subscriptions(None, None)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- state ---------------------------------------------------------------------------
+
+    def reader_status(self) -> ReaderStatus:
+        """As `Client.reader_status`; the phase is "paused" while a full `updates()` queue
+        holds the reader back."""
+        status = super().reader_status()
+        if self._paused and not status.terminal:
+            return dataclasses.replace(status, phase="paused")
+        return status
+
+
+def _loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs `loop` (or nothing runs it)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return not loop.is_running()
+
+
+async def _guard(client: Callable[[], AsyncClient | None]) -> None:
+    """Waits forever; cancelled by the loop's shutdown (or by `close()`), it closes the client."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        live = client()
+        if live is not None:
+            live.close()
+
