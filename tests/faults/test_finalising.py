@@ -14,7 +14,6 @@ only by timing).
 
 from __future__ import annotations
 
-import pytest
 from conftest import INIT_RESULT, NEW_RESULT
 
 from .kit import kill, run_child
@@ -52,8 +51,7 @@ threading.Thread(target=client.drain, args=(0.2,), daemon=True).start()
 """
 
 
-@pytest.mark.parametrize("round_", range(5))
-def test_a_daemon_thread_leaving_the_core_during_finalisation(round_: int) -> None:
+def test_a_daemon_thread_leaving_the_core_during_finalisation() -> None:
     """The interpreter ends the thread (pthread_exit before 3.14, a parked thread since) while
     its stack holds Rust frames: the process exits normally, without a signal."""
     done, reports = run_child(LEAVES_LATE, QUIET_AGENT)
