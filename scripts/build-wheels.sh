@@ -10,7 +10,7 @@
 # The glibc aarch64 wheels link the aarch64 libgcc_s.so.1 (see crates/acp-fast-py/build.rs): on
 # Debian it comes from libgcc-s1-arm64-cross, installed here when missing and run as root.
 #
-#   scripts/build-wheels.sh                    # everything (about 15 minutes on 2 cores)
+#   scripts/build-wheels.sh                    # everything (29 min on 2 busy cores)
 #   PYTHONS="3.12" TARGETS="x86_64-unknown-linux-gnu" scripts/build-wheels.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
