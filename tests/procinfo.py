@@ -1,5 +1,8 @@
-"""What the tests read of processes, the same way on Linux and macOS (which has no /proc):
-the process table, states and command lines through psutil; sessions and groups from os; this
+"""What the tests read of processes, the same way on Linux and macOS (which has no /proc).
+
+On Linux the process table and states come from /proc/<pid>/stat directly (polled every few
+milliseconds by the timing tests, so kept as cheap as before); elsewhere from psutil, whose
+answers test_procinfo.py compares with /proc's here. Sessions and groups come from os; this
 process's descriptors from /proc/self/fd on Linux (their targets, "pipe:[…]") and /dev/fd on
 other systems (identified by fstat: type, device, inode).
 
@@ -32,8 +35,25 @@ def _letter(status: str) -> str:
     return _LETTERS.get(status, "S")
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (state, ppid, pgrp, session, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            data = handle.read()
+    except OSError:  # gone (ESRCH included)
+        return None
+    return data[data.rindex(")") + 2 :].split()
+
+
 def process_state(pid: int) -> str | None:
     """The state letter of `pid` (as ps shows it), or None when there is no such process."""
+    if sys.platform == "linux":
+        fields = _stat_fields(pid)
+        return fields[0] if fields else None
+    return portable_state(pid)
+
+
+def portable_state(pid: int) -> str | None:
     try:
         return _letter(psutil.Process(pid).status())
     except psutil.NoSuchProcess:
@@ -42,6 +62,16 @@ def process_state(pid: int) -> str | None:
 
 def process_table() -> dict[int, tuple[str, int, int, int]]:
     """pid -> (state letter, ppid, process group, session) of every process one may inspect."""
+    if sys.platform != "linux":
+        return portable_table()
+    table: dict[int, tuple[str, int, int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat_fields(entry)) is not None:
+            table[int(entry)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def portable_table() -> dict[int, tuple[str, int, int, int]]:
     table: dict[int, tuple[str, int, int, int]] = {}
     for proc in psutil.process_iter(["ppid", "status"]):
         status, ppid = proc.info["status"], proc.info["ppid"]
