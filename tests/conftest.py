@@ -12,6 +12,7 @@ import dataclasses
 import faulthandler
 import os
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
+import procinfo
 import pytest
 
 TEST_TRANSFER_LIMITS = acp.TransferLimits(
@@ -69,6 +71,16 @@ def stop_line(request_id: int, stop_reason: str = "end_turn") -> str:
 def sq(text: str) -> str:
     """Quote text for /bin/sh (single quotes)."""
     return shlex.quote(text)
+
+
+# The `setsid` utility (util-linux) is not on macOS: the same in Python (setsid(2), then exec).
+SETSID = (
+    "setsid"
+    if shutil.which("setsid")
+    else sq(sys.executable)
+    + " -c "
+    + sq("import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])")
+)
 
 
 def emit(*lines: str) -> str:
@@ -140,13 +152,8 @@ def wait_for_lines(
 
 
 def process_state(pid: int) -> str | None:
-    """The state letter of /proc/<pid>/stat, or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            data = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return data[data.rindex(")") + 2]
+    """The state letter of `pid` (as ps shows it), or None when the process is gone."""
+    return procinfo.process_state(pid)
 
 
 def is_dead(pid: int) -> bool:
@@ -161,19 +168,7 @@ def wait_dead(pid: int, timeout: float = 2.0) -> bool:
 
 def child_pids(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        fields = data[data.rindex(")") + 2 :].split()
-        if int(fields[1]) == pid and fields[0] not in ("Z", "X", "x"):
-            found.append(int(entry))
-    return found
+    return procinfo.children(pid)
 
 
 def kill_if_alive(pid: int | None) -> None:

@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON_DIR = REPO / "python"
+import acp_fast
+
+# Where the package under test lives (the source tree, or site-packages when CI tests the wheel).
+PYTHON_DIR = Path(acp_fast.__file__).resolve().parents[1]
 TIMEOUT = 60
 
 

@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import acp_fast
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON_DIR = REPO / "python"
+# Where the package under test lives (the source tree, or site-packages when CI tests the wheel).
+PYTHON_DIR = Path(acp_fast.__file__).resolve().parents[1]
 AGENT_FILE = PYTHON_DIR / "acp_fast" / "demo_agent.py"
 TIMEOUT = 10.0
 

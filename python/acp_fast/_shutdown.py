@@ -8,6 +8,12 @@
   kills every registered group. It is this interpreter run with ``-I -S`` on the `_core`
   extension itself, so `pip install` ships nothing more. `guard_pid()` is None when agents run
   unguarded (no `sys.executable`, or the guard could not be started).
+- A daemon thread inside a call when the close-all ends it gets the call's error and goes on
+  (its `except`, or `threading.excepthook` printing the traceback to sys.stderr). Python does not
+  wait for daemon threads, so that write could still hold the stderr buffer's lock when the
+  interpreter finalises: CPython 3.13+ aborts there ("Fatal Python error: _enter_buffered_busy").
+  So the close-all waits, up to `DAEMON_WAIT` seconds, for the daemon threads it found inside a
+  call to finish.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from . import _core
@@ -48,6 +55,38 @@ def guard_pid() -> int | None:
 
 _close_all: Callable[[], None] | None = None
 
+# How long the close-all waits for the daemon threads whose calls it ended (they only have to
+# unwind and report; one that keeps working past this is the program's own daemon).
+DAEMON_WAIT = 1.0
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _daemons_in_calls() -> list[threading.Thread]:
+    """The daemon threads (other than this one) whose stack is inside this package now."""
+    frames = sys._current_frames()
+    found = []
+    for thread in threading.enumerate():
+        if not thread.daemon or thread is threading.current_thread():
+            continue
+        frame = frames.get(thread.ident) if thread.ident is not None else None
+        while frame is not None:
+            if frame.f_code.co_filename.startswith(_PACKAGE):
+                found.append(thread)
+                break
+            frame = frame.f_back
+    return found
+
+
+def _closing_all(close_all: Callable[[], None]) -> Callable[[], None]:
+    def close_all_and_wait() -> None:
+        woken = _daemons_in_calls()
+        close_all()
+        deadline = time.monotonic() + DAEMON_WAIT
+        for thread in woken:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    return close_all_and_wait
+
 
 def install(close_all: Callable[[], None]) -> None:
     """Runs `close_all` when the main thread ends, before non-daemon threads are joined, and
@@ -58,11 +97,12 @@ def install(close_all: Callable[[], None]) -> None:
     register = getattr(threading, "_register_atexit", None)
     if register is None or _close_all is not None:
         return
+    hook = _closing_all(close_all)
     try:
-        register(close_all)
+        register(hook)
     except RuntimeError:  # imported during interpreter shutdown: atexit still closes all
         return
-    _close_all = close_all
+    _close_all = hook
 
     def register_before_ours(func: Callable[..., object], *args: object, **kwargs: object) -> None:
         register(func, *args, **kwargs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
+import procinfo
 import pytest
 from conftest import TEST_CLIENT_INFO, Journal, is_dead, wait_for
 
@@ -375,8 +375,7 @@ def test_updates_arguments_must_be_positive(
 
 
 def rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return procinfo.rss_bytes()
 
 
 def test_slow_consumer_of_a_flood_keeps_memory_bounded_and_loses_nothing(
@@ -570,7 +569,7 @@ def test_close_from_inside_a_callback_releases_everything(make_async: MakeAsync)
 
     client, _ = make_async(observer=Observer())
     holder.append(client)
-    fds_before = set(os.listdir("/proc/self/fd"))
+    fds_before = set(procinfo.open_fds())
 
     async def main() -> None:
         await client.start()
@@ -580,4 +579,4 @@ def test_close_from_inside_a_callback_releases_everything(make_async: MakeAsync)
 
     run(main())
     assert client.pid is None
-    assert wait_for(lambda: set(os.listdir("/proc/self/fd")) <= fds_before, 2)
+    assert wait_for(lambda: set(procinfo.open_fds()) <= fds_before, 2)

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
+import procinfo
 from conftest import (
+    SETSID,
     TEST_CLIENT_INFO,
     TEST_TRANSFER_LIMITS,
     Journal,
@@ -41,24 +43,13 @@ from conftest import (
 
 
 def proc_table() -> dict[int, tuple[str, int, int, int]]:
-    """pid -> (state, ppid, process group, session) of every process, from /proc/<pid>/stat."""
-    table: dict[int, tuple[str, int, int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        fields = data[data.rindex(")") + 2 :].split()
-        table[int(entry)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
-    return table
+    """pid -> (state, ppid, process group, session) of every process."""
+    return procinfo.process_table()
 
 
 def family(root: int) -> set[int]:
     """The agent `root`, every process of its group or session, and every descendant of any of
-    them (by parent links), as /proc shows them now."""
+    them (by parent links), as the process table shows them now."""
     table = proc_table()
     members = {
         pid
@@ -95,22 +86,15 @@ def kill(pid: int) -> None:
 
 def fd_table() -> dict[int, str]:
     """This process's open descriptors and what they point at."""
-    table: dict[int, str] = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            table[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            pass  # the directory listing's own descriptor, already closed
-    return table
+    return procinfo.open_fds()
 
 
 def rss_bytes() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return procinfo.rss_bytes()
 
 
 def thread_count() -> int:
-    return len(os.listdir("/proc/self/task"))
+    return procinfo.thread_count()
 
 
 # --- the watch ---------------------------------------------------------------------------------
@@ -230,11 +214,7 @@ def describe(pids: Iterable[int]) -> str:
     table = proc_table()
     parts = []
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            command = "?"
+        command = procinfo.command_line(pid)
         state = table.get(pid)
         parts.append(f"{pid} {state} {command!r}")
     return "; ".join(parts)
@@ -258,7 +238,9 @@ def stubborn(pid_file: Path | str, log: Path | None = None, prompt_action: str =
         "trap '' TERM\n"
         f"sleep 100 & {write_pid(pid_file, '$!')}\n"
         f'while [ "$(wc -l < {sq(str(pid_file))})" -lt 1 ]; do sleep 0.01; done\n'
-        f"setsid sh -c {sq(helper)} &\n" + agent(log, prompt_action) + "while :; do sleep 1; done\n"
+        f"{SETSID} sh -c {sq(helper)} &\n"
+        + agent(log, prompt_action)
+        + "while :; do sleep 1; done\n"
     )
 
 
@@ -279,7 +261,11 @@ def raw_file(watch: Watch, name: str, data: bytes) -> Path:
 def child_env() -> dict[str, str]:
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(acp.__file__)))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+    # The tests' folder too: child programs inspect processes through `procinfo`.
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(
+        [package_root, tests, *filter(None, [env.get("PYTHONPATH")])]
+    )
     return env
 
 

@@ -16,7 +16,7 @@ import time
 
 import acp_fast as acp
 import pytest
-from conftest import agent, chunk_line, emit, sq, stop_line, wait_for
+from conftest import SETSID, agent, chunk_line, emit, sq, stop_line, wait_for
 
 from .kit import Watch, alive, cat, raw_file, write_pid
 
@@ -199,7 +199,7 @@ def test_setsid_grandchild_holds_stdout_after_the_agent_exits(watch: Watch) -> N
     pid_file = watch.pid_file("helper.pid")
     action = (
         emit(chunk_line("detaching"))
-        + f"; setsid sh -c {sq(write_pid(pid_file) + '; exec sleep 100')} & "
+        + f"; {SETSID} sh -c {sq(write_pid(pid_file) + '; exec sleep 100')} & "
         + f"while [ ! -s {sq(str(pid_file))} ]; do sleep 0.01; done; exit 0"
     )
     client = watch.client(agent(None, action))

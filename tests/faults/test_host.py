@@ -23,16 +23,16 @@ from .kit import Watch, alive, merged, run_child, stubborn
 
 LOOP_PROGRAM = """
 import gc
+import procinfo
 script = sys.argv[1]
 total, threads = int(sys.argv[2]), int(sys.argv[3])
 limits = acp.ReaderLimits(message_bytes=4096)
 
 def fds():
-    return len(os.listdir("/proc/self/fd"))
+    return len(procinfo.open_fds())
 
 def rss():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return procinfo.rss_bytes()
 
 def loop(count, failures):
     for _ in range(count):
@@ -58,14 +58,14 @@ def run(count):
     for worker in workers:
         worker.join()
     gc.collect()
-    # join() returns a moment before the OS thread is gone from /proc/self/task.
+    # join() returns a moment before the OS thread is gone from the process's thread list.
     settle = time.monotonic() + 1.0
     while tasks() > BASE_TASKS and time.monotonic() < settle:
         time.sleep(0.001)
     return failures
 
 def tasks():
-    return len(os.listdir("/proc/self/task"))
+    return procinfo.thread_count()
 
 BASE_TASKS = tasks()  # the main thread and faulthandler's watchdog
 
@@ -78,17 +78,12 @@ for _ in range(10):
     failures += run(total // 10)
     samples.append(dict(fds=fds(), rss=rss(), tasks=tasks()))
 elapsed = time.monotonic() - started
-def parent_of(pid):
-    try:  # any process on the machine may exit between listdir and open
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[1]
-    except OSError:
-        return None
 # The guard (the one process that kills every agent should this host die) is expected.
 from acp_fast._shutdown import guard_pid
+# Zombies count: a child left unreaped is a leak too.
 children = [
-    pid for pid in os.listdir("/proc")
-    if pid.isdigit() and parent_of(pid) == str(os.getpid()) and int(pid) != guard_pid()
+    pid for pid, (_, parent, _, _) in procinfo.process_table().items()
+    if parent == os.getpid() and pid != guard_pid()
 ]
 report(baseline=baseline, samples=samples, failures=failures[:5], failure_count=len(failures),
        elapsed=elapsed, children=children)
@@ -185,6 +180,7 @@ def test_interpreter_exit_with_live_clients(watch: Watch, how: str) -> None:
 
 FORK_PROGRAM = """
 import gc, select
+import procinfo
 # faulthandler's watchdog thread does not survive fork() and the child's exit would wait for it
 # forever (a CPython matter, not the client's): bound this program with an alarm instead.
 faulthandler.cancel_dump_traceback_later()
@@ -253,8 +249,7 @@ def fork_and_check(tag):
             break
         time.sleep(0.01)
     report(**{tag: json.loads(data), tag + "_status": status if done else "hung",
-              tag + "_agent_alive_after": os.path.exists(f"/proc/{agent_pid}")
-              and open(f"/proc/{agent_pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"})
+              tag + "_agent_alive_after": procinfo.process_state(agent_pid) not in (None, "Z")})
 
 report(owner=owner, agent=agent_pid)
 open(go_file, "w").close()

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import acp_fast as acp
+import procinfo
 import pytest
-from conftest import agent, chunk_line, emit, limits, read_lines, sq, wait_for
+from conftest import SETSID, agent, chunk_line, emit, limits, read_lines, sq, wait_for
 
 from .kit import Watch, alive, merged, proc_table, run_child, stubborn, write_pid
 
@@ -90,9 +91,9 @@ def test_close_reaches_a_deep_setsid_chain(watch: Watch) -> None:
     """A chain agent -> setsid -> setsid -> sleep, each link still the parent of the next."""
     pid_file = watch.pid_file("chain.pid")
     inner = write_pid(pid_file) + "; exec sleep 100"
-    middle = write_pid(pid_file) + f"; setsid sh -c {sq(inner)} & wait"
-    outer = write_pid(pid_file) + f"; setsid sh -c {sq(middle)} & wait"
-    script = f"trap '' TERM\nsetsid sh -c {sq(outer)} &\n" + agent(None, ":")
+    middle = write_pid(pid_file) + f"; {SETSID} sh -c {sq(inner)} & wait"
+    outer = write_pid(pid_file) + f"; {SETSID} sh -c {sq(middle)} & wait"
+    script = f"trap '' TERM\n{SETSID} sh -c {sq(outer)} &\n" + agent(None, ":")
     client = watch.client(script)
     client.start()
     chain = watch.wait_pids(pid_file, 3)
@@ -107,7 +108,7 @@ def test_double_fork_escape_is_out_of_reach(watch: Watch) -> None:
     pid_file = watch.pid_file("escape.pid")
     daemon = write_pid(pid_file) + "; exec sleep 100"
     script = (
-        f"(setsid sh -c {sq(daemon)} &) \n"
+        f"({SETSID} sh -c {sq(daemon)} &) \n"
         f"while [ ! -s {sq(str(pid_file))} ]; do sleep 0.01; done\n"
         f"sleep 100 & {write_pid(pid_file, '$!')}\n" + agent(None, ":")
     )
@@ -124,9 +125,7 @@ def test_double_fork_escape_is_out_of_reach(watch: Watch) -> None:
 
 
 def _session(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as handle:
-        data = handle.read()
-    return int(data[data.rindex(")") + 2 :].split()[3])
+    return procinfo.session(pid)
 
 
 def _descendants(root: int) -> set[int]:

@@ -4,6 +4,8 @@
 //! the host dies; `fs`: files read and written for the agent, confined to a session's roots;
 //! `terminal`: the agent's terminals, drained by one thread per client.
 
+#[cfg(target_os = "macos")]
+mod darwin;
 pub mod fs;
 pub mod io;
 pub mod process;

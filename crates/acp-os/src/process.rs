@@ -1,15 +1,15 @@
 //! The agent process: started in a session of its own (so it leads its own process group), with
 //! pipes on stdin/stdout and stderr discarded, inherited or drained into a ring buffer; stopped by
 //! SIGTERM then SIGKILL to the whole group (falling back to the child alone) and to every
-//! descendant found under /proc, even one that left the group; reaped. `PipeTransport` reads and
-//! writes its pipes with waits bounded to a short interval, so the caller can check signals
-//! between them, and reports the end of output once the agent itself has exited even when a
-//! process it started still holds the pipe.
+//! descendant found under /proc (libproc on macOS), even one that left the group; reaped.
+//! `PipeTransport` reads and writes its pipes with waits bounded to a short interval, so the
+//! caller can check signals between them, and reports the end of output once the agent itself
+//! has exited even when a process it started still holds the pipe.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -150,7 +150,12 @@ fn interrupted_or_empty() -> bool {
     )
 }
 
-fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+#[cfg(target_os = "macos")]
+pub(crate) use crate::darwin::pipe_cloexec;
+
+#[cfg(not(target_os = "macos"))]
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::{FromRawFd, RawFd};
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 fills two new descriptors, close-on-exec so no agent inherits them.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -251,11 +256,18 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
 /// Every process descended from `root`, found by walking /proc (parent links), so that a
 /// descendant which left the agent's group (setsid) is still reached. One that was re-parented
 /// away before the walk (its parent already exited) cannot be found: Linux keeps no such link.
+#[cfg(target_os = "macos")]
+pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    crate::darwin::descendants(root)
+}
+
+#[cfg(not(target_os = "macos"))]
 pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
+    let mut children: std::collections::HashMap<libc::pid_t, Vec<libc::pid_t>> =
+        std::collections::HashMap::new();
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -292,13 +304,18 @@ pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
 
 /// Asks for a 1 MiB pipe buffer on the agent's stdout (the default is 64 KiB): a streaming agent
 /// then blocks less often, and each of our reads takes more at once. Best effort: the kernel may
-/// cap it (`/proc/sys/fs/pipe-max-size`), and a smaller pipe only costs speed.
+/// cap it (`/proc/sys/fs/pipe-max-size`), and a smaller pipe only costs speed. macOS has no such
+/// knob (its pipes grow by themselves up to 64 KiB).
+#[cfg(target_os = "linux")]
 fn grow_pipe(fd: &OwnedFd) {
     // SAFETY: fcntl on a descriptor we own.
     unsafe {
         libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
     }
 }
+
+#[cfg(not(target_os = "linux"))]
+fn grow_pipe(_: &OwnedFd) {}
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     let raw = fd.as_raw_fd();
@@ -647,6 +664,12 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "macos")]
+    fn alive(pid: i32) -> bool {
+        crate::darwin::info(pid).is_some_and(|info| !info.zombie)
+    }
+
+    #[cfg(not(target_os = "macos"))]
     fn alive(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => {

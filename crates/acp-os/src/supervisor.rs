@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -193,13 +193,8 @@ fn start_guard() -> io::Result<RawFd> {
         // SAFETY: registering a handler that only touches atomics and calls close(2).
         unsafe { libc::pthread_atfork(None, None, Some(forget_after_fork)) };
     });
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 fills two descriptors, both close-on-exec so no agent inherits them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Both close-on-exec, so no agent inherits them.
+    let (read, write) = crate::process::pipe_cloexec()?;
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -269,13 +264,18 @@ pub fn serve() -> ! {
     let mut pending: Vec<u8> = Vec::with_capacity(RECORD);
     let mut buf = [0u8; 4096];
     while !TERMINATED.load(Ordering::SeqCst) {
-        let mut pollfd = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
+        #[cfg(not(target_os = "macos"))]
+        let ready = {
+            let mut pollfd = libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; the mask lets SIGTERM in only while waiting.
+            unsafe { libc::ppoll(&mut pollfd, 1, std::ptr::null(), &wait_mask) }
         };
-        // SAFETY: one valid pollfd; the mask lets SIGTERM in only while waiting.
-        let ready = unsafe { libc::ppoll(&mut pollfd, 1, std::ptr::null(), &wait_mask) };
+        #[cfg(target_os = "macos")]
+        let ready = crate::darwin::wait_stdin(&wait_mask);
         if ready < 0 {
             continue; // EINTR: the loop condition looks at TERMINATED
         }
@@ -347,6 +347,7 @@ impl Registry {
 
     /// The process name shows how many groups are watched (`ps`: "acp-guard 3"), so a user
     /// can tell the guard is there and holds no state for closed clients.
+    #[cfg(target_os = "linux")]
     fn show(&self) {
         let mut name = format!("acp-guard {}", self.leaders.len()).into_bytes();
         name.truncate(15);
@@ -354,8 +355,13 @@ impl Registry {
         // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
         unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
     }
+
+    /// macOS cannot rename a process (only a thread): `ps` shows the guard's command line.
+    #[cfg(not(target_os = "linux"))]
+    fn show(&self) {}
 }
 
+#[cfg(not(target_os = "macos"))]
 struct Stat {
     state: u8,
     ppid: libc::pid_t,
@@ -364,6 +370,7 @@ struct Stat {
     start: u64,
 }
 
+#[cfg(not(target_os = "macos"))]
 fn stat(pid: libc::pid_t) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields follow the last ')'.
@@ -383,17 +390,33 @@ fn stat(pid: libc::pid_t) -> Option<Stat> {
     })
 }
 
+#[cfg(not(target_os = "macos"))]
 fn start_time(pid: libc::pid_t) -> Option<u64> {
     stat(pid).map(|s| s.start)
 }
 
-/// Every live process that belongs to one of `leaders`: same group or session, or descended
-/// from such a process.
-pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
-    let roots: HashSet<libc::pid_t> = leaders.iter().copied().collect();
-    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-    let mut found: HashSet<libc::pid_t> = HashSet::new();
+#[cfg(target_os = "macos")]
+fn start_time(pid: libc::pid_t) -> Option<u64> {
+    crate::darwin::info(pid).map(|info| info.start)
+}
+
+/// Every process as (pid, ppid, process group, session), zombies and this process left out.
+#[cfg(target_os = "macos")]
+fn live_processes() -> Vec<(libc::pid_t, libc::pid_t, libc::pid_t, libc::pid_t)> {
     let me = std::process::id() as libc::pid_t;
+    crate::darwin::all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| crate::darwin::info(pid).map(|info| (pid, info)))
+        .filter(|(_, info)| !info.zombie)
+        .map(|(pid, info)| (pid, info.ppid, info.pgid, info.sid))
+        .collect()
+}
+
+#[cfg(not(target_os = "macos"))]
+fn live_processes() -> Vec<(libc::pid_t, libc::pid_t, libc::pid_t, libc::pid_t)> {
+    let me = std::process::id() as libc::pid_t;
+    let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -406,8 +429,20 @@ pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
         if stat.state == b'Z' || stat.state == b'X' || pid == me {
             continue;
         }
-        children.entry(stat.ppid).or_default().push(pid);
-        if roots.contains(&pid) || roots.contains(&stat.pgid) || roots.contains(&stat.sid) {
+        found.push((pid, stat.ppid, stat.pgid, stat.sid));
+    }
+    found
+}
+
+/// Every live process that belongs to one of `leaders`: same group or session, or descended
+/// from such a process.
+pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
+    let roots: HashSet<libc::pid_t> = leaders.iter().copied().collect();
+    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
+    let mut found: HashSet<libc::pid_t> = HashSet::new();
+    for (pid, ppid, pgid, sid) in live_processes() {
+        children.entry(ppid).or_default().push(pid);
+        if roots.contains(&pid) || roots.contains(&pgid) || roots.contains(&sid) {
             found.insert(pid);
         }
     }
@@ -477,8 +512,14 @@ mod tests {
         assert_eq!(registry.leaders(), vec![std::process::id() as i32]);
     }
 
+    #[cfg(not(target_os = "macos"))]
     fn alive(pid: i32) -> bool {
         stat(pid).is_some_and(|s| s.state != b'Z' && s.state != b'X')
+    }
+
+    #[cfg(target_os = "macos")]
+    fn alive(pid: i32) -> bool {
+        crate::darwin::info(pid).is_some_and(|info| !info.zombie)
     }
 
     #[test]
@@ -499,7 +540,8 @@ mod tests {
         }
         let escaped: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while stat(escaped).is_none_or(|s| s.sid != escaped) && Instant::now() < deadline {
+        // SAFETY: getsid(2) only reads.
+        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         let group = targets(&[leader.id() as i32]);

@@ -1,0 +1,125 @@
+//! The macOS side of the process code: macOS has no /proc, so the process table comes from
+//! libproc (`proc_listpids` by parent or all, `proc_pidinfo(PROC_PIDTBSDINFO)`) and the
+//! session from getsid(2). The Linux code reads /proc and is not compiled here.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// What the guard and the stop path need to know of one process.
+pub(crate) struct Info {
+    pub zombie: bool,
+    pub ppid: libc::pid_t,
+    pub pgid: libc::pid_t,
+    pub sid: libc::pid_t,
+    /// Start time in microseconds since the epoch: with the pid, it names one process.
+    pub start: u64,
+}
+
+pub(crate) fn info(pid: libc::pid_t) -> Option<Info> {
+    // SAFETY: proc_bsdinfo is plain data; proc_pidinfo fills at most `size` bytes of it.
+    let bsd = unsafe {
+        let mut bsd: libc::proc_bsdinfo = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
+        let filled = libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDTBSDINFO,
+            0,
+            (&mut bsd as *mut libc::proc_bsdinfo).cast(),
+            size,
+        );
+        if filled != size {
+            return None;
+        }
+        bsd
+    };
+    // SAFETY: getsid(2) of any pid only reads.
+    let sid = unsafe { libc::getsid(pid) };
+    Some(Info {
+        zombie: bsd.pbi_status == libc::SZOMB,
+        ppid: bsd.pbi_ppid as libc::pid_t,
+        pgid: bsd.pbi_pgid as libc::pid_t,
+        sid,
+        start: bsd.pbi_start_tvsec * 1_000_000 + bsd.pbi_start_tvusec,
+    })
+}
+
+// sys/proc_info.h (not in the libc crate).
+const PROC_ALL_PIDS: u32 = 1;
+const PROC_PPID_ONLY: u32 = 6;
+
+/// proc_listpids(2 calls): with no buffer it returns the bytes needed, then the bytes filled.
+/// Room to spare, since processes may start between the two calls.
+fn list(kind: u32, arg: u32) -> Vec<libc::pid_t> {
+    let width = std::mem::size_of::<libc::pid_t>();
+    // SAFETY: a null buffer of size 0 only asks for the size.
+    let needed = unsafe { libc::proc_listpids(kind, arg, std::ptr::null_mut(), 0) };
+    if needed < 0 {
+        return Vec::new();
+    }
+    let mut pids: Vec<libc::pid_t> = vec![0; needed as usize / width + 64];
+    let bytes = (pids.len() * width) as libc::c_int;
+    // SAFETY: the buffer holds `bytes` bytes.
+    let filled = unsafe { libc::proc_listpids(kind, arg, pids.as_mut_ptr().cast(), bytes) };
+    pids.truncate(filled.max(0) as usize / width);
+    pids.retain(|&pid| pid > 0);
+    pids
+}
+
+pub(crate) fn all_pids() -> Vec<libc::pid_t> {
+    list(PROC_ALL_PIDS, 0)
+}
+
+pub(crate) fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    list(PROC_PPID_ONLY, pid as u32)
+}
+
+/// Every process descended from `root` (by parent links, like the Linux walk of /proc).
+pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children(pid) {
+            if !found.contains(&child) && child != root {
+                found.push(child);
+                queue.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// macOS has no pipe2: pipe, then close-on-exec on both ends. A fork+exec on another thread in
+/// between could inherit them; std's own pipes on macOS have the same window.
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe fills two new descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned here.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for fd in fds {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok((read, write))
+}
+
+/// Waits until stdin is readable or a signal not in `mask` arrives (pselect(2) swaps the mask in
+/// atomically, like Linux's ppoll). Returns what pselect returned.
+pub(crate) fn wait_stdin(mask: &libc::sigset_t) -> libc::c_int {
+    // SAFETY: an fd_set we own holding fd 0; no timeout; the mask is valid.
+    unsafe {
+        let mut readable: libc::fd_set = std::mem::zeroed();
+        libc::FD_ZERO(&mut readable);
+        libc::FD_SET(0, &mut readable);
+        libc::pselect(
+            1,
+            &mut readable,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            mask,
+        )
+    }
+}
