@@ -57,9 +57,7 @@ class AsyncSession(_SessionBase):
         gated: bool,
         typed: bool = True,
     ) -> TurnResult:
-        self._check_open()
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        self._check_turn(timeout)
         return await self._client._run_turn(self, content, timeout, gated, typed)
 
     async def set_mode(self, mode_id: str) -> None:

@@ -182,6 +182,12 @@ class _SessionBase:
         if self._closed:
             raise RuntimeError(f"session {self.session_id!r} is closed")
 
+    def _check_turn(self, timeout: float | None) -> None:
+        """What a turn checks before anything is written (either client)."""
+        self._check_open()
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+
     def cancel(self) -> None:
         """Cancels the turn in flight (one `session/cancel`; pending permission requests are
         answered `cancelled`); the turn returns with the agent's stop reason. Any thread; never
@@ -219,9 +225,7 @@ class Session(_SessionBase):
         gated: bool,
         typed: bool = True,
     ) -> TurnResult:
-        self._check_open()
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        self._check_turn(timeout)
         return self._client._run_turn(self, content, timeout, gated, typed)
 
     def set_mode(self, mode_id: str) -> None:
