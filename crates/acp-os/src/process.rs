@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::io::{ReadOutcome, Transport, WriteOutcome};
+use crate::io::{AnswerSpin, ReadOutcome, Transport, WriteOutcome};
 
 /// What happens to the agent's stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -249,6 +249,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             wait: Duration::from_millis(100),
             waker: None,
             wait_first: false,
+            spin: AnswerSpin::default(),
         },
     ))
 }
@@ -444,11 +445,13 @@ pub struct PipeTransport {
     waker: Option<std::os::fd::RawFd>,
     /// The next read waits before it reads (see `expect_answer`).
     wait_first: bool,
+    spin: AnswerSpin,
 }
 
 impl PipeTransport {
-    /// The caller just sent something the agent will answer: nothing is likely buffered, so the
-    /// next read polls first instead of paying for a read that fails with EAGAIN.
+    /// The caller just sent something the agent will answer: the next read spins for it while a
+    /// CPU is idle (`AnswerSpin`), else polls first instead of paying for a read that fails
+    /// with EAGAIN.
     pub fn expect_answer(&mut self) {
         self.wait_first = true;
     }
@@ -573,6 +576,11 @@ fn wait_for(
 impl Transport for PipeTransport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
         let mut wait_first = std::mem::take(&mut self.wait_first);
+        if wait_first && !self.wait.is_zero() {
+            if let Some(outcome) = self.spin.read(self.stdout.as_raw_fd(), buf) {
+                return outcome;
+            }
+        }
         loop {
             let kind = if std::mem::take(&mut wait_first) {
                 io::ErrorKind::WouldBlock
