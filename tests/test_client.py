@@ -3,8 +3,11 @@ limits, options and lifecycle, each against a small fake agent."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -570,6 +573,32 @@ def test_on_permission_reply_overrides_policy(make_client, tmp_path: Path) -> No
             reason="observer",
         )
     ]
+
+
+def test_the_records_the_core_builds_are_plain_dataclass_instances(
+    make_client, tmp_path: Path
+) -> None:
+    """The core builds `PermissionRequest`s without calling the class: each must be the object
+    `__init__` makes (equality, hash, repr, fields, pickle, copy, replace, frozen)."""
+    observer = Deciding(acp.PermissionReply("selected", "allow", "allow_once"))
+    client = make_client(permission_agent(tmp_path / "received.jsonl"), observer=observer)
+    client.start()
+    client.prompt("hello")
+    for built in (*observer.previews, *observer.commits):
+        made = acp.PermissionRequest(
+            **{f.name: getattr(built, f.name) for f in dataclasses.fields(built)}
+        )
+        assert type(built) is acp.PermissionRequest
+        assert built == made and hash(built) == hash(made) and repr(built) == repr(made)
+        assert vars(built) == vars(made) and list(vars(built)) == list(vars(made))
+        assert pickle.loads(pickle.dumps(built)) == built
+        assert copy.deepcopy(built) == built
+        assert dataclasses.replace(built, title="t").title == "t"
+        for option in built.options:
+            assert type(option) is acp.PermissionOption
+            assert option == acp.PermissionOption(option.option_id, option.name, option.kind)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            built.title = "changed"  # type: ignore[misc]
 
 
 def test_on_permission_none_leaves_decision_to_policy(make_client, tmp_path: Path) -> None:

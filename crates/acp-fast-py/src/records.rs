@@ -1,18 +1,17 @@
 //! Permission records into Python: `acp_fast.PermissionRequest` (a frozen dataclass) built
 //! here, once per record, and handed straight to `on_permission` / `on_permission_commit`.
 //!
-//! The instance is made as `object.__new__` makes it and its `__dict__` filled with interned
-//! keys: the same object the dataclass's `__init__` gives (frozen dataclasses have no
-//! `__post_init__` here), without a Python frame, a tuple of fields or per-field
-//! `object.__setattr__` calls in the way (a third of a permission round trip's host CPU went
-//! to building it in Python).
+//! The instance is allocated as `object.__new__` does and its fields set as the dataclass's
+//! `__init__` sets them (`object.__setattr__`, in field order; these classes have no
+//! `__post_init__`): the same object, without a Python frame or a tuple of fields in the way
+//! (building it in Python was a third of a permission round trip's host CPU).
 
 use std::borrow::Cow;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple, PyType};
-use pyo3::{intern, PyTypeInfo};
+use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::{ffi, intern};
 
 use acp_proto::permission::PermissionRecord;
 
@@ -35,15 +34,34 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
     })
 }
 
-/// A new instance of a plain (no `__new__` of its own) class, and its empty `__dict__`.
-fn blank<'py>(class: &Bound<'py, PyType>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
+/// A new, empty instance of a plain class (no `__new__` or `__init__` run), as
+/// `object.__new__(class)` makes it.
+fn blank<'py>(class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
     let py = class.py();
-    let object =
-        pyo3::types::PyAny::type_object(py).call_method1(intern!(py, "__new__"), (class,))?;
-    let fields = object
-        .getattr(intern!(py, "__dict__"))?
-        .cast_into::<PyDict>()?;
-    Ok((object, fields))
+    // SAFETY: `tp_alloc` of a heap type (`PyType_GenericAlloc`) returns a new reference to a
+    // zeroed, GC-tracked instance with its dict slot ready, or NULL with an exception set.
+    unsafe {
+        let tp = class.as_type_ptr();
+        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        Bound::from_owned_ptr_or_err(py, alloc(tp, 0))
+    }
+}
+
+/// Sets a field as `object.__setattr__` does (a frozen dataclass's own `__setattr__` refuses):
+/// straight into the instance's attribute values, which share one key table per class.
+fn set<'py>(
+    object: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<()> {
+    // SAFETY: all three are valid references held for the call.
+    let status =
+        unsafe { ffi::PyObject_GenericSetAttr(object.as_ptr(), name.as_ptr(), value.as_ptr()) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(PyErr::fetch(object.py()))
+    }
 }
 
 /// The record as `acp_fast.PermissionRequest`. `session_id`: the session's id as a Python
@@ -57,32 +75,44 @@ pub(crate) fn permission_request<'py>(
     let option_class = classes.option.bind(py);
     let mut options = Vec::with_capacity(record.options.len());
     for (id, name, kind) in &record.options {
-        let (option, fields) = blank(option_class)?;
-        fields.set_item(intern!(py, "option_id"), id)?;
-        fields.set_item(intern!(py, "name"), name)?;
-        fields.set_item(intern!(py, "kind"), kind)?;
+        let option = blank(option_class)?;
+        set(&option, intern!(py, "option_id"), &text(py, id))?;
+        set(&option, intern!(py, "name"), &text(py, name))?;
+        set(&option, intern!(py, "kind"), &text(py, kind))?;
         options.push(option);
     }
-    let (request, fields) = blank(classes.request.bind(py))?;
+    let request = blank(classes.request.bind(py))?;
     let session_id = match session_id {
         Some(text) => text,
         None => PyString::new(py, &record.session_id),
     };
     // In the dataclass's field order, so instances share one key table as `__init__`'s do.
-    fields.set_item(intern!(py, "session_id"), session_id)?;
-    fields.set_item(intern!(py, "tool_call_id"), &record.tool_call_id)?;
-    fields.set_item(intern!(py, "title"), &record.title)?;
-    fields.set_item(intern!(py, "tool_kind"), &record.tool_kind)?;
-    fields.set_item(intern!(py, "status"), &record.status)?;
-    fields.set_item(intern!(py, "outcome"), &record.outcome)?;
-    fields.set_item(intern!(py, "option_id"), &record.option_id)?;
-    fields.set_item(intern!(py, "option_kind"), &record.option_kind)?;
-    fields.set_item(intern!(py, "options"), PyTuple::new(py, options)?)?;
-    fields.set_item(intern!(py, "envelope"), &record.envelope)?;
-    fields.set_item(intern!(py, "request_id"), json_id(py, &record.request_id)?)?;
-    fields.set_item(intern!(py, "decision"), &record.decision)?;
-    fields.set_item(intern!(py, "reason"), &record.reason)?;
+    let fields = [
+        (intern!(py, "session_id"), session_id.into_any()),
+        (intern!(py, "tool_call_id"), text(py, &record.tool_call_id)),
+        (intern!(py, "title"), text(py, &record.title)),
+        (intern!(py, "tool_kind"), text(py, &record.tool_kind)),
+        (intern!(py, "status"), text(py, &record.status)),
+        (intern!(py, "outcome"), text(py, &record.outcome)),
+        (intern!(py, "option_id"), text(py, &record.option_id)),
+        (intern!(py, "option_kind"), text(py, &record.option_kind)),
+        (
+            intern!(py, "options"),
+            PyTuple::new(py, options)?.into_any(),
+        ),
+        (intern!(py, "envelope"), text(py, &record.envelope)),
+        (intern!(py, "request_id"), json_id(py, &record.request_id)?),
+        (intern!(py, "decision"), text(py, &record.decision)),
+        (intern!(py, "reason"), text(py, &record.reason)),
+    ];
+    for (name, value) in &fields {
+        set(&request, name, value)?;
+    }
     Ok(request)
+}
+
+fn text<'py>(py: Python<'py>, value: &str) -> Bound<'py, PyAny> {
+    PyString::new(py, value).into_any()
 }
 
 /// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),

@@ -571,7 +571,10 @@ fn permission_requests_announce_their_calls_in_the_turn_record_as_sent() {
     );
     push(
         &mut conn,
-        &permission("p2", r#"{"toolCallId":"t3", "title":"Read \u0061","kind":"read"}"#),
+        &permission(
+            "p2",
+            r#"{"toolCallId":"t3", "title":"Read \u0061","kind":"read"}"#,
+        ),
     );
     push(
         &mut conn,
