@@ -135,8 +135,15 @@ pub struct AnswerSpin {
 }
 
 impl Default for AnswerSpin {
+    /// `ACP_FAST_SPIN=0` in the environment turns spinning off (every wait sleeps in poll(2)),
+    /// for hosts that would rather save the CPU than the latency.
     fn default() -> Self {
-        AnswerSpin::with_cpus(std::thread::available_parallelism().map_or(1, |n| n.get()))
+        let cpus = if std::env::var_os("ACP_FAST_SPIN").is_some_and(|v| v == "0") {
+            0
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        };
+        AnswerSpin::with_cpus(cpus)
     }
 }
 
@@ -164,7 +171,7 @@ impl AnswerSpin {
             self.skip -= 1;
             return None;
         }
-        if !self.idle_cpu() {
+        if self.cpus == 0 || !self.idle_cpu() {
             return None;
         }
         let start = std::time::Instant::now();
