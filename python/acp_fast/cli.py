@@ -946,6 +946,6 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "journal":
         return _journal(parser, args)
     if args.command == "replay":
-        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch)
+        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch, args.map_path)
     parser.print_help(sys.stderr)
     return 2
