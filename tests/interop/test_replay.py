@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -406,3 +407,22 @@ def test_replay_served_by_the_host(path: Path, tmp_path: Path) -> None:
     assert [p.request_id for p in journal.permissions] == [
         r["id"] for r in expected.requests if r["method"] == "session/request_permission"
     ]
+
+
+def test_map_path_reads_a_recorded_directory_as_another(tmp_path: Path) -> None:
+    recorded = {"cwd": "/workspace/work", "paths": ["/workspace/work/a", "/elsewhere"], "n": 1}
+    assert replay_agent.map_paths(recorded, "/workspace/work", "/t/w") == {
+        "cwd": "/t/w",
+        "paths": ["/t/w/a", "/elsewhere"],
+        "n": 1,
+    }
+    path = HOST_TRANSCRIPTS[0]
+    bad = subprocess.run(
+        [sys.executable, *REPLAY_AGENT_ARGS, str(path), "--map-path", "no-equals-sign"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr == ("acp-fast replay: error: --map-path 'no-equals-sign': expected OLD=NEW\n")
