@@ -22,6 +22,7 @@ def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] |
         config.allow_any_path,
         config.terminal_output_bytes,
         config.read_missing_as_empty,
+        config.terminal_shell,
     )
 
 

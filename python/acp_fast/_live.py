@@ -18,9 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 import acp_fast
+from acp_fast._host import activity_line
 
 #: The reply kept for display (the client keeps its own, within its limits).
 REPLY_CHARS = 256 * 1024
+#: Activity lines kept for the final frame, and shown while the turn runs (the latest).
+ACTIVITY_KEPT = 500
+ACTIVITY_SHOWN = 6
 STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
 
 
@@ -30,7 +34,8 @@ def _status_style(status: str) -> str:
 
 class LiveView:
     """An observer that shows the turn live: the reply streaming, the current plan, tool calls
-    with their status, permission decisions, and a footer with updates/s and bytes."""
+    with their status, permission decisions, the host's file and terminal activity (one line
+    each, as the plain output prints them), and a footer with updates/s and bytes."""
 
     def __init__(self, console: Console, journal_path: str | None = None) -> None:
         self._console = console
@@ -43,6 +48,8 @@ class LiveView:
         self._plan: list[tuple[str, str]] = []
         self._tools: dict[str, list[str]] = {}  # id -> [title, kind, status]
         self._permissions: list[tuple[str, str]] = []
+        self._activity: deque[tuple[str, str]] = deque(maxlen=ACTIVITY_KEPT)  # (line, style)
+        self._activity_count = 0
         self._mode = ""
         self.updates = 0
         self.bytes = 0
@@ -129,6 +136,16 @@ class LiveView:
             decision += f" ({reason})"
         self._permissions.append((title, decision))
 
+    def on_activity(self, activity: acp_fast.ClientActivity) -> None:
+        if not activity.allowed:
+            style = "red"
+        elif activity.error_code is not None:
+            style = "yellow"
+        else:
+            style = "green"
+        self._activity.append((activity_line(activity), style))
+        self._activity_count += 1
+
     # --- rendering (rich's refresh thread, and the final frame) -------------------------------
 
     def reply_text(self) -> str:
@@ -139,7 +156,10 @@ class LiveView:
         reply = self.reply_text()
         if not self._final:
             # Only the tail that fits: the rest of the screen is the other sections.
-            room = max(3, self._console.size.height - 8 - len(self._plan) - len(self._tools))
+            shown = min(len(self._activity), ACTIVITY_SHOWN)
+            room = max(
+                3, self._console.size.height - 8 - len(self._plan) - len(self._tools) - shown
+            )
             width = max(20, self._console.size.width - 4)
             # Wrap only a tail that surely fills the room: wrapping is costly and runs under
             # the GIL, which the client's reader needs back.
@@ -181,8 +201,25 @@ class LiveView:
                 style = "green" if "allow" in decision else "red"
                 table.add_row(f"permission: {title}", "", Text(decision, style=style))
             parts.append(table)
+        if self._activity:
+            parts.append(self._activity_lines())
         parts.append(self._footer())
         return Group(*parts)
+
+    def _activity_lines(self) -> Text:
+        """The host's activity: the latest few while live, every kept one at the end."""
+        kept = list(self._activity)
+        lines = kept if self._final else kept[-ACTIVITY_SHOWN:]
+        text = Text()
+        hidden = self._activity_count - len(lines)
+        if hidden:
+            text.append(f"host: {hidden:,} earlier\n", style="dim")
+        for index, (line, style) in enumerate(lines):
+            text.append("host: ", style="dim")
+            text.append(line, style=style)
+            if index < len(lines) - 1:
+                text.append("\n")
+        return text
 
     def _footer(self) -> Text:
         span = (self._last - self._first) if self._first is not None else 0.0

@@ -253,6 +253,10 @@ class ClientCapabilityConfig:
     terminal_output_bytes: int = 1 << 20
     #: A missing file inside the roots reads as "" (Gemini CLI's write tool reads first).
     read_missing_as_empty: bool = False
+    #: Opt-in: a shell (absolute path, e.g. "/bin/sh") that runs a `terminal/create` without
+    #: `args` as `[shell, "-c", command]`, for agents that send whole shell lines
+    #: (claude-code-acp). None (default): commands run without a shell.
+    terminal_shell: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -274,6 +278,14 @@ class ClientCapabilityConfig:
         size = self.terminal_output_bytes
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"terminal_output_bytes must be an int above zero (got {size!r})")
+        shell = self.terminal_shell
+        if shell is not None:
+            if not isinstance(shell, str):
+                raise TypeError(f"terminal_shell must be a str or None (got {shell!r})")
+            if not os.path.isabs(shell):
+                raise ValueError(f"terminal_shell must be an absolute path (got {shell!r})")
+            if not (os.path.isfile(shell) and os.access(shell, os.X_OK)):
+                raise ValueError(f"terminal_shell {shell!r} is not an executable file")
 
 
 class ClientMethod(enum.StrEnum):

@@ -206,6 +206,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="serve terminal/* (commands run without a shell, in --cwd or below)",
     )
     run.add_argument(
+        "--terminal-shell",
+        metavar="SHELL",
+        default=None,
+        help="with --terminal: run a terminal/create without args as SHELL -c COMMAND (e.g. "
+        "/bin/sh; for agents that send whole shell lines, such as claude-code-acp)",
+    )
+    run.add_argument(
         "--add-dir",
         metavar="DIR",
         action="append",
@@ -346,14 +353,20 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         deny = [_host.parse_rule(rule) for rule in args.deny]
     except ValueError as exc:
         parser.error(str(exc))
+    if args.terminal_shell is not None and not args.terminal:
+        parser.error("--terminal-shell needs --terminal")
     capabilities = None
     if args.fs or args.terminal:  # off by default: the default run stays wave 1's
-        capabilities = acp_fast.ClientCapabilityConfig(
-            read_text_file=args.fs,
-            write_text_file=args.fs,
-            terminal=args.terminal,
-            additional_directories=tuple(os.path.abspath(d) for d in args.add_dir),
-        )
+        try:
+            capabilities = acp_fast.ClientCapabilityConfig(
+                read_text_file=args.fs,
+                write_text_file=args.fs,
+                terminal=args.terminal,
+                additional_directories=tuple(os.path.abspath(d) for d in args.add_dir),
+                terminal_shell=args.terminal_shell,
+            )
+        except ValueError as exc:
+            parser.error(f"--terminal-shell: {exc}")
 
     live = _live_view(parser, args.view, args.journal)
     observer: ConsoleObserver | Any = (
@@ -946,6 +959,6 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "journal":
         return _journal(parser, args)
     if args.command == "replay":
-        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch)
+        return replay_agent.run(args.path, args.log, args.wait_cancel, args.epoch, args.map_path)
     parser.print_help(sys.stderr)
     return 2

@@ -1,7 +1,7 @@
 """An ACP agent that plays a recorded conversation back to any client.
 
-    python -m acp_fast.replay_agent PATH [--epoch E] [--log LOG] [--wait-cancel]
-    acp-fast replay PATH [--epoch E] [--log LOG] [--wait-cancel]
+    python -m acp_fast.replay_agent PATH [--epoch E] [--log LOG] [--wait-cancel] [--map-path A=B]
+    acp-fast replay PATH [--epoch E] [--log LOG] [--wait-cancel] [--map-path A=B]
 
 PATH is an acp-fast journal (JSONL or SQLite, see `acp_fast.journal`) or an interop transcript
 (one ``{"t", "dir": "->" | "<-" | "stderr", "msg"}`` object a line). A journal appended to by
@@ -16,7 +16,10 @@ with the live id; answers to requests this client never sends (``authenticate``)
 After each request of its own (a permission request, ``fs/*``, ...) it waits for the client's
 answer with the recorded id. With --wait-cancel it also waits, where the recording has the
 client's ``session/cancel``, until the live client has sent one. Every line the client writes is
-appended to LOG.
+appended to LOG. With --map-path A=B every A in a string of the recording (the recorded
+cwd, the paths of ``fs/*`` requests, a terminal's output) reads as NEW, both in what the agent
+writes and in the client messages it expects, so a recording made in one directory plays in
+another (its lines are then written as compact JSON).
 
 It checks the client's messages against the recorded ones, in order, and says on stderr where
 they differ (``replay: client message 3 (record 5) differs at params.cwd: ...``); it plays on
@@ -85,6 +88,28 @@ class Recording:
 
     entries: list[Entry]
     methods: tuple[str, ...] | None
+
+
+def map_paths(value: Any, old: str, new: str) -> Any:
+    """`value` with every `old` inside its strings (keys stay) replaced by `new`."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {name: map_paths(item, old, new) for name, item in value.items()}
+    if isinstance(value, list):
+        return [map_paths(item, old, new) for item in value]
+    return value
+
+
+def mapped(recording: Recording, old: str, new: str) -> Recording:
+    """The recording with `old` read as `new` in every message (raw lines dropped)."""
+    entries = [
+        Entry(e.direction, map_paths(e.message, old, new), None, e.origin, e.synthetic)
+        if isinstance(e.message, dict)
+        else e
+        for e in recording.entries
+    ]
+    return Recording(entries, recording.methods)
 
 
 def load(path: str, epoch: int | None = None) -> Recording:
@@ -449,15 +474,33 @@ def add_arguments(result: argparse.ArgumentParser) -> None:
         action="store_true",
         help="where the recording has the client's session/cancel, wait for the live one",
     )
+    result.add_argument(
+        "--map-path",
+        metavar="OLD=NEW",
+        help="read every OLD in the recording's strings as NEW (e.g. the recorded cwd as the "
+        "live one)",
+    )
 
 
-def run(path: str, log_path: str | None, wait_cancel: bool, epoch: int | None = None) -> int:
+def run(
+    path: str,
+    log_path: str | None,
+    wait_cancel: bool,
+    epoch: int | None = None,
+    map_path: str | None = None,
+) -> int:
     """Play `path`; the exit status (1 with one line on stderr when it cannot be loaded)."""
+    if map_path is not None and ("=" not in map_path or not map_path.split("=", 1)[0]):
+        _err(f"acp-fast replay: error: --map-path {map_path!r}: expected OLD=NEW")
+        return 1
     try:
         recording = load(path, epoch)
     except (RecordingError, journal.JournalError) as exc:
         _err(f"acp-fast replay: error: {exc}")
         return 1
+    if map_path is not None:
+        old, new = map_path.split("=", 1)
+        recording = mapped(recording, old, new)
     log = None
     if log_path is not None:
         try:
@@ -474,7 +517,7 @@ def run(path: str, log_path: str | None, wait_cancel: bool, epoch: int | None = 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return run(args.path, args.log, args.wait_cancel, args.epoch)
+    return run(args.path, args.log, args.wait_cancel, args.epoch, args.map_path)
 
 
 if __name__ == "__main__":

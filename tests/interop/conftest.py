@@ -12,7 +12,7 @@ import faulthandler
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,11 +118,15 @@ class Harness:
         new_session: bool = True,
         asynchronous: bool = False,
         capabilities: acp.ClientCapabilityConfig | None = None,
+        wrap: Callable[[Launch], Launch] | None = None,
     ) -> Run:
         """Constructs the client (the agent starts) and calls `start(new_session=...)`; with
-        `asynchronous`, an `acp.AsyncClient`, whose `start()` the test awaits itself."""
+        `asynchronous`, an `acp.AsyncClient`, whose `start()` the test awaits itself; `wrap`
+        puts a program between client and agent (the transcript recorder)."""
         number = len(self.runs)
         start = launch(self.spec, self.root, self.server)
+        if wrap is not None:
+            start = wrap(start)
         wire_in = wire_out = None
         if tap:
             wire_in = self.root / f"wire-{number}-in.jsonl"

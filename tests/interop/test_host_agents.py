@@ -6,7 +6,7 @@ Findings (against the fake model server):
   call `fs/*`; the write asks permission first, and a deny rule stops it (nothing written).
   `terminal` offered: Bash becomes mcp__acp__Bash through `terminal/*`, but it sends the whole
   shell line as `command` with no `args`; without a shell (host.md §3) only single-word
-  commands run.
+  commands run, and with `terminal_shell="/bin/sh"` (the opt-in) any line does.
 - claude-agent-acp 0.49.0 keeps its built-in tools with `fs` offered: the rules decide, the
   agent writes by itself, no `fs/*` request comes.
 - Gemini CLI 0.61.0 reads (the target first) and writes through the client.
@@ -120,12 +120,14 @@ def run_command_through(harness: Harness, tool: str, arguments: dict[str, object
     harness.server.plan = plan
 
 
-def bash_run(harness: Harness, command: str) -> tuple[Any, Any]:
+def bash_run(
+    harness: Harness, command: str, capabilities: acp.ClientCapabilityConfig | None = None
+) -> tuple[Any, Any]:
     run_command_through(
         harness, "mcp__acp__Bash", {"command": command, "description": "Run", "timeout": 20000}
     )
     policy = acp.PermissionPolicy(allow=[acp.PermissionRule(kind="execute")])
-    run = harness.start(policy=policy, capabilities=acp.ClientCapabilityConfig())
+    run = harness.start(policy=policy, capabilities=capabilities or acp.ClientCapabilityConfig())
     result = run.client.prompt_detailed("Please run the command")
     assert run.journal.permissions[0].reason == "allow rule 0"
     return run, result
@@ -166,6 +168,25 @@ def test_claude_code_acp_sends_shell_lines_which_are_not_run_by_a_shell(
     assert created.method == acp.ClientMethod.TERMINAL_CREATE
     assert (created.allowed, created.error_code) == (True, -32603)
     assert not (harness.cwd / "t.txt").exists()
+
+
+@agents("claude-code-acp")
+def test_claude_code_acp_runs_a_shell_line_with_terminal_shell(harness: Harness) -> None:
+    # The opt-in runs its whole line as ["/bin/sh", "-c", line] in a client terminal.
+    config = acp.ClientCapabilityConfig(terminal_shell="/bin/sh")
+    run, result = bash_run(harness, "echo hello world > t.txt && cat t.txt", config)
+    created = run.journal.activity[0]
+    assert created.method == acp.ClientMethod.TERMINAL_CREATE, run.journal.activity
+    assert (created.allowed, created.error_code, created.terminal_id) == (True, None, "term-1")
+    assert (harness.cwd / "t.txt").read_text() == "hello world\n"
+    assert run.journal.activity[-1].method == acp.ClientMethod.TERMINAL_RELEASE
+    finished = [
+        u.json()
+        for u in run.journal.of_kind(acp.UpdateKind.TOOL_CALL_UPDATE)
+        if u.json().get("status") == "completed"
+    ]
+    assert finished and "hello world" in json.dumps(finished[-1])
+    assert result.stop_reason == "end_turn"
 
 
 @agents("codex-acp")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
+from acp_fast import replay_agent
 
 from .support import DATA, LIMITS, REPLAY_AGENT_ARGS, Journal, read_json_lines
 
@@ -283,3 +285,144 @@ def check_requests_answered(
         ]
         * wanted_cancels
     )
+
+
+# --- the host side: recorded fs/terminal traffic served for real --------------------------------
+
+HOST_TRANSCRIPTS = sorted(DATA.glob("*-host-*.jsonl"))
+RECORDED_CWD = "/workspace/work"  # record_host.py writes each run's root as /workspace
+HOST_METHODS = tuple(m.value for m in acp.ClientMethod)
+
+
+def recorded_exchanges(
+    path: Path, cwd: str
+) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """The recorded `initialize` params and each fs/terminal request of the agent with the
+    recorded client's answer, the recorded cwd read as `cwd`."""
+    entries = [replay_agent.map_paths(entry, RECORDED_CWD, cwd) for entry in read_json_lines(path)]
+    messages = [(e["dir"], e["msg"]) for e in entries if isinstance(e.get("msg"), dict)]
+    init = next(m for d, m in messages if d == "->" and m.get("method") == "initialize")
+    pending: dict[str, dict[str, Any]] = {}
+    exchanges = []
+    for direction, message in messages:
+        if direction == "<-" and message.get("method") in HOST_METHODS:
+            pending[json.dumps(message["id"])] = message
+        elif direction == "->" and "method" not in message:
+            request = pending.pop(json.dumps(message.get("id")), None)
+            if request is not None:
+                exchanges.append((request, message))
+    return init["params"], exchanges
+
+
+def test_host_transcripts_are_there() -> None:
+    names = [path.stem for path in HOST_TRANSCRIPTS]
+    assert names == [
+        "claude-code-acp-host-terminal",
+        "claude-code-acp-host-write",
+        "gemini-host-read-write",
+    ]
+
+
+@pytest.mark.parametrize("path", HOST_TRANSCRIPTS, ids=[p.stem for p in HOST_TRANSCRIPTS])
+def test_replay_served_by_the_host(path: Path, tmp_path: Path) -> None:
+    """The recorded agent's fs/terminal requests, its paths moved into this test's directory,
+    are served for real: reads see the file the test prepared, writes land, the terminal runs,
+    and every answer and activity record is what the recorded (acp-fast) client answered."""
+    cwd = tmp_path.resolve() / "work"
+    cwd.mkdir()
+    init, exchanges = recorded_exchanges(path, str(cwd))
+    assert exchanges, "no fs/terminal traffic recorded"
+    prepared: dict[str, str] = {}
+    for request, answer in exchanges:  # a file read before anything writes it existed
+        params = request["params"]
+        if request["method"] == "fs/write_text_file":
+            prepared.setdefault(params["path"], "")
+        elif request["method"] == "fs/read_text_file" and params["path"] not in prepared:
+            prepared[params["path"]] = answer["result"]["content"]
+            Path(params["path"]).write_text(answer["result"]["content"], encoding="utf-8")
+    offered = init["clientCapabilities"]
+    capabilities = acp.ClientCapabilityConfig(
+        read_text_file=offered["fs"]["readTextFile"],
+        write_text_file=offered["fs"]["writeTextFile"],
+        terminal=offered["terminal"],
+        read_missing_as_empty=True,
+    )
+    expected = expected_from(path)
+    log = tmp_path / "client.jsonl"
+    journal = Journal()
+    with acp.Client(
+        sys.executable,
+        args=[
+            *REPLAY_AGENT_ARGS,
+            str(path),
+            "--log",
+            str(log),
+            "--map-path",
+            f"{RECORDED_CWD}={cwd}",
+        ],
+        reader_limits=acp.DEFAULT_READER_LIMITS,
+        transfer_limits=LIMITS,
+        transport_epoch=7,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin"},
+        permission_policy=acp.PermissionPolicy(allowed_tool_kinds=ALLOWED_KINDS),
+        observer=journal,
+        capabilities=capabilities,
+    ) as client:
+        client.start()
+        assert client.session_id == expected.answers["session/new"].result["sessionId"]  # type: ignore[union-attr]
+        result = client.prompt_detailed(expected.prompt_text)
+        assert result.stop_reason == expected.answers["session/prompt"].result["stopReason"]  # type: ignore[union-attr]
+
+    sent = {json.dumps(m["id"]): m for m in read_json_lines(log) if "method" not in m}
+    for request, recorded in exchanges:
+        live = sent[json.dumps(request["id"])]
+        assert live == recorded, request
+        params = request["params"]
+        if request["method"] == "fs/read_text_file":
+            assert live["result"]["content"] == prepared[params["path"]]
+        elif request["method"] == "fs/write_text_file":
+            assert Path(params["path"]).read_text(encoding="utf-8") == params["content"]
+        elif request["method"] == "terminal/create":
+            assert live["result"]["terminalId"] == "term-1"
+        elif request["method"] == "terminal/output":
+            assert live["result"]["output"] == f"{cwd}\n"  # the recorded `pwd`, run here
+            assert live["result"]["exitStatus"] == {"exitCode": 0, "signal": None}
+        elif request["method"] == "terminal/wait_for_exit":
+            assert live["result"] == {"exitCode": 0, "signal": None}
+    # One activity record per request, in order, each allowed and answered without error.
+    assert [a.method for a in journal.activity] == [r["method"] for r, _ in exchanges]
+    for activity, (request, _) in zip(journal.activity, exchanges, strict=True):
+        params = request["params"]
+        assert (activity.allowed, activity.error_code, activity.reason) == (True, None, None)
+        assert activity.session_id == params["sessionId"]
+        if request["method"].startswith("fs/"):
+            assert activity.path == params["path"]
+        elif request["method"] == "terminal/create":
+            assert (activity.path, activity.command) == (str(cwd), params["command"])
+            assert activity.terminal_id == "term-1"
+        else:
+            assert activity.terminal_id == params["terminalId"]
+    # The permission requests were answered as recorded, as in the plain replay.
+    assert [p.request_id for p in journal.permissions] == [
+        r["id"] for r in expected.requests if r["method"] == "session/request_permission"
+    ]
+
+
+def test_map_path_reads_a_recorded_directory_as_another(tmp_path: Path) -> None:
+    recorded = {"cwd": "/workspace/work", "paths": ["/workspace/work/a", "/elsewhere"], "n": 1}
+    assert replay_agent.map_paths(recorded, "/workspace/work", "/t/w") == {
+        "cwd": "/t/w",
+        "paths": ["/t/w/a", "/elsewhere"],
+        "n": 1,
+    }
+    path = HOST_TRANSCRIPTS[0]
+    bad = subprocess.run(
+        [sys.executable, *REPLAY_AGENT_ARGS, str(path), "--map-path", "no-equals-sign"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr == ("acp-fast replay: error: --map-path 'no-equals-sign': expected OLD=NEW\n")

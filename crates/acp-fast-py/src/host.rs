@@ -161,8 +161,18 @@ pub(crate) fn observer_answer(answer: &Bound<'_, PyAny>) -> PyResult<Option<Obse
 // --- host requests: files (and terminals) served for the agent ------------------------------
 
 /// The client's capability config as the facade passes it: None, or (read, write, terminal,
-/// additional_directories, allow_any_path, terminal_output_bytes, read_missing_as_empty).
-type ConfigTuple = (bool, bool, bool, Vec<String>, bool, u64, bool);
+/// additional_directories, allow_any_path, terminal_output_bytes, read_missing_as_empty,
+/// terminal_shell).
+type ConfigTuple = (
+    bool,
+    bool,
+    bool,
+    Vec<String>,
+    bool,
+    u64,
+    bool,
+    Option<String>,
+);
 
 fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
     options.getattr("capabilities")?.extract()
@@ -232,6 +242,8 @@ pub(crate) struct Host {
     allow_any_path: bool,
     read_missing_as_empty: bool,
     terminal_output_bytes: u64,
+    /// The opt-in shell for a `terminal/create` without `args` (None: no shell, host.md §3).
+    terminal_shell: Option<String>,
     /// The terminals' base environment: the client's `env`, else the host's at construction.
     env: Vec<(OsString, OsString)>,
     /// Per open session: its cwd, the config's and its own additional directories.
@@ -255,7 +267,7 @@ fn unknown_terminal(id: &str) -> HostError {
 
 impl Host {
     pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
-        let Some((_, _, _, additional, allow_any, output_bytes, missing_as_empty)) =
+        let Some((_, _, _, additional, allow_any, output_bytes, missing_as_empty, shell)) =
             config_tuple(options)?
         else {
             return Ok(Host::default());
@@ -273,6 +285,7 @@ impl Host {
             allow_any_path: allow_any,
             read_missing_as_empty: missing_as_empty,
             terminal_output_bytes: output_bytes,
+            terminal_shell: shell,
             env,
             roots: HashMap::new(),
             terminals: KillSwitch::default(),
@@ -380,6 +393,12 @@ impl Host {
         let limit = output_byte_limit
             .unwrap_or(self.terminal_output_bytes)
             .min(self.terminal_output_bytes);
+        // A whole shell line (no `args`) runs through the shell only when the host opted in.
+        let line = args.is_empty() && looks_like_shell_line(&command);
+        let (command, args) = match &self.terminal_shell {
+            Some(shell) if args.is_empty() => (shell.clone(), vec!["-c".to_owned(), command]),
+            _ => (command, args),
+        };
         let spawn = Spawn {
             command,
             args,
@@ -387,10 +406,17 @@ impl Host {
             cwd: dir,
             limit: usize::try_from(limit).unwrap_or(usize::MAX),
         };
+        let no_shell = line && self.terminal_shell.is_none();
         self.terminals()
             .and_then(|t| t.create(session_id, spawn))
             .map(HostOk::TerminalCreated)
-            .map_err(|e| HostError::failed(-32603, &fs::strerror(&e), None))
+            .map_err(|e| {
+                let mut message = fs::strerror(&e);
+                if no_shell {
+                    message.push_str(NO_SHELL_HINT);
+                }
+                HostError::failed(-32603, &message, None)
+            })
     }
 
     /// `terminal/output|wait_for_exit|kill|release` (quick: no GIL release needed).
@@ -418,6 +444,17 @@ impl Host {
         };
         Ran::Answer(result.ok_or_else(|| unknown_terminal(id)), None)
     }
+}
+
+/// Appended to a failed spawn's message when the command looks like a shell line.
+const NO_SHELL_HINT: &str = " (the command was run without a shell; to run whole shell lines, \
+    set ClientCapabilityConfig(terminal_shell=\"/bin/sh\") or acp-fast run --terminal-shell /bin/sh)";
+
+/// A `command` with whitespace or shell syntax in it: meant for a shell, not a program name.
+fn looks_like_shell_line(command: &str) -> bool {
+    command
+        .chars()
+        .any(|c| c.is_whitespace() || "|&;<>()$`\\\"'*?[]#~{}".contains(c))
 }
 
 impl Drop for Host {
