@@ -5,10 +5,8 @@ reader in the same process losing nothing, more pending than a writer thread tak
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from acp_fast import _core, journal
@@ -144,29 +142,3 @@ def test_the_sqlite3_fallback_records_every_callback(
     ]
     assert found[2].permission() == permission()
     assert [name for name, _ in mine.calls] == ["sent", "update", "permission", "update"]
-
-
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_both_sqlite_writers_write_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
-    if writer == "fallback":
-        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
-    path = journal_path(tmp_path, "sqlite")
-    with make("sqlite", path, "every", transport_epoch=7) as j:
-        j.on_sent(SENT)
-        j.on_update(update(1, session="s-2", epoch=3))
-        j.on_permission_commit(permission())
-    connection = sqlite3.connect(path)
-    try:
-        rows: list[Any] = connection.execute(
-            "SELECT n, kind, transport_epoch, update_sequence, session_id, typeof(time_ns), "
-            "fields IS NULL FROM records ORDER BY n"
-        ).fetchall()
-    finally:
-        connection.close()
-    assert rows == [
-        (1, "sent", 7, 0, "s-1", "integer", 1),
-        (2, "update", 3, 1, "s-2", "integer", 1),
-        (3, "permission", 7, 0, "s-1", "integer", 0),
-    ]

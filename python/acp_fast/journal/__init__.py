@@ -53,6 +53,7 @@ from .records import (
     FORMAT_VERSION,
     FSYNC_MODES,
     JSONL_HEADER,
+    SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     Fsync,
     JournalError,
@@ -68,6 +69,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FSYNC_MODES",
     "JSONL_HEADER",
+    "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SUFFIXES",
     "Fsync",
@@ -108,3 +110,18 @@ def open_journal(
         chosen = "sqlite" if os.fspath(path).endswith(SQLITE_SUFFIXES) else "jsonl"
     cls = SqliteJournal if chosen == "sqlite" else JsonlJournal
     return cls(path, fsync, observer=observer, transport_epoch=transport_epoch)
+
+
+# Named where they are imported from (reprs, tracebacks), not by the file defining them.
+_PUBLIC: tuple[type, ...] = (
+    JournalError,
+    JournalRecord,
+    JournalStats,
+    JsonlJournal,
+    RecordKind,
+    SqliteJournal,
+    TornRecordWarning,
+    Turn,
+)
+for _public in _PUBLIC:
+    _public.__module__ = __name__

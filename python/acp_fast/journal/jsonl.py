@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any
 
 from .. import _core
 from .observer import _Journal
@@ -13,7 +12,6 @@ from .records import (
     JSONL_HEADER,
     Fsync,
     JournalError,
-    RecordKind,
     TornRecordWarning,
     _check_fsync,
     _missing_directory,
@@ -49,25 +47,7 @@ class JsonlJournal(_Journal):
             )
         finally:
             os.close(fd)  # the writer keeps a duplicate
-        self._jsonl = writer
         self._start(writer)
-
-    def _other(
-        self,
-        kind: RecordKind,
-        session_id: str,
-        envelope: str,
-        fields: dict[str, Any] | None,
-        is_json: bool = True,
-    ) -> None:
-        rest = f'"i":{json.dumps(session_id)}'
-        if fields is not None:
-            rest += ',"p":' + json.dumps(fields, separators=(",", ":"))
-        if is_json and envelope and "\n" not in envelope:
-            rest += f',"m":{envelope}}}'
-        else:  # not JSON (or empty): kept as a string instead
-            rest += f',"x":{json.dumps(envelope)}}}'
-        self._jsonl.other(kind.value, self.transport_epoch, rest.encode("utf-8", "surrogatepass"))
 
 
 def _open_jsonl(path: str, sync: bool) -> int:

@@ -54,6 +54,22 @@ def _line_session(message: Any) -> str:
     return ""
 
 
+def record_rest(
+    session_id: str, envelope: str, fields: dict[str, Any] | None, is_json: bool
+) -> bytes:
+    """A record's text after its time (``"i":…`` up to the closing brace): the session, the
+    fields, and the envelope, verbatim as ``"m"`` when `is_json` and on one line, else as the
+    JSON string ``"x"``."""
+    rest = f'"i":{json.dumps(session_id)}'
+    if fields is not None:
+        rest += ',"p":' + json.dumps(fields, separators=(",", ":"))
+    if is_json and envelope and "\n" not in envelope:
+        rest += f',"m":{envelope}}}'
+    else:  # not JSON (or empty): kept as a string instead
+        rest += f',"x":{json.dumps(envelope)}}}'
+    return rest.encode("utf-8", "surrogatepass")
+
+
 class _Writer(Protocol):
     """What a journal's writer does (`_core.JournalWriter`, `_core.SqliteWriter`, or
     `_SqliteFallback`): make records, store them in batches, flush, close."""
@@ -61,6 +77,7 @@ class _Writer(Protocol):
     @property
     def last_record(self) -> int: ...
     def update(self, update: Update) -> None: ...
+    def other(self, kind: str, epoch: int | None, rest: bytes) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def forked(self) -> None: ...
@@ -114,7 +131,9 @@ class _Journal:
     ) -> None:
         """Store a record that is not an update, and write it out at once. `is_json`: the
         envelope is one JSON value (stored verbatim) rather than any text."""
-        raise NotImplementedError
+        self._writer.other(
+            kind.value, self.transport_epoch, record_rest(session_id, envelope, fields, is_json)
+        )
 
     def on_permission_commit(self, request: PermissionRequest) -> None:
         self._other(

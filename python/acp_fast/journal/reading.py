@@ -15,8 +15,8 @@ from .records import (
     _ENVELOPE_KEY,
     _KINDS,
     FORMAT_NAME,
-    FORMAT_VERSION,
     JSONL_HEADER,
+    SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     JournalError,
     JournalRecord,
@@ -92,59 +92,61 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
                     stacklevel=3,
                 )
                 return
-            try:
-                text = raw.decode("utf-8", "surrogatepass")
-                value = _decode(text)
-            except ValueError as exc:
-                raise JournalError(path, f"not valid JSON ({exc})", expected) from None
-            if not isinstance(value, dict):
-                raise JournalError(path, "not a JSON object", expected)
-            try:
-                number = value["n"]
-                kind = value["k"]
-                epoch = value["e"]
-                sequence = value["s"]
-                stamp = value["t"]
-                session = value["i"]
-            except KeyError as exc:
-                raise JournalError(path, f"lacks the key {exc}", expected) from None
-            if number != expected:
-                raise JournalError(
-                    path, f"numbered {number!r}: a record is missing or out of order", expected
-                )
-            record_kind = _KIND_OF.get(kind) if isinstance(kind, str) else None
-            if record_kind is None:
-                raise JournalError(path, f"unknown kind {kind!r}", expected)
-            if not (
-                type(epoch) is int
-                and type(sequence) is int
-                and type(stamp) is int
-                and isinstance(session, str)
-            ):
-                raise JournalError(path, "a field has the wrong type", expected)
-            cut = text.find(_ENVELOPE_KEY)
-            if cut >= 0 and "m" in value:
-                # The exact text, not a re-encoding of the parsed value: what lies between the
-                # first `,"m":` (the header before it holds no such text) and the closing brace.
-                if text.endswith("}\n"):
-                    envelope = text[cut + len(_ENVELOPE_KEY) : -2]
-                else:
-                    envelope = text.rstrip(" \t\r\n")[cut + len(_ENVELOPE_KEY) : -1]
-            elif isinstance(value.get("x"), str):
-                envelope = value["x"]
-            else:
-                raise JournalError(path, "has no envelope", expected)
-            yield JournalRecord(
-                number,
-                record_kind,
-                epoch,
-                sequence,
-                session,
-                stamp / 1e9,
-                envelope,
-                _fields(path, expected, value.get("p")),
-            )
+            yield _parse_line(path, raw[:-1], expected)
             expected += 1
+
+
+def _parse_line(path: str, raw: bytes, expected: int) -> JournalRecord:
+    """One record's line (without its newline), which must be record number `expected`."""
+    try:
+        text = raw.decode("utf-8", "surrogatepass")
+        value = _decode(text)
+    except ValueError as exc:
+        raise JournalError(path, f"not valid JSON ({exc})", expected) from None
+    if not isinstance(value, dict):
+        raise JournalError(path, "not a JSON object", expected)
+    try:
+        number = value["n"]
+        kind = value["k"]
+        epoch = value["e"]
+        sequence = value["s"]
+        stamp = value["t"]
+        session = value["i"]
+    except KeyError as exc:
+        raise JournalError(path, f"lacks the key {exc}", expected) from None
+    if number != expected:
+        raise JournalError(
+            path, f"numbered {number!r}: a record is missing or out of order", expected
+        )
+    record_kind = _KIND_OF.get(kind) if isinstance(kind, str) else None
+    if record_kind is None:
+        raise JournalError(path, f"unknown kind {kind!r}", expected)
+    if not (type(epoch) is int and type(sequence) is int and type(stamp) is int) or not isinstance(
+        session, str
+    ):
+        raise JournalError(path, "a field has the wrong type", expected)
+    cut = text.find(_ENVELOPE_KEY)
+    if cut >= 0 and "m" in value:
+        # The exact text, not a re-encoding of the parsed value: what lies between the
+        # first `,"m":` (the header before it holds no such text) and the closing brace.
+        if text.endswith("}"):
+            envelope = text[cut + len(_ENVELOPE_KEY) : -1]
+        else:
+            envelope = text.rstrip(" \t\r\n")[cut + len(_ENVELOPE_KEY) : -1]
+    elif isinstance(value.get("x"), str):
+        envelope = value["x"]
+    else:
+        raise JournalError(path, "has no envelope", expected)
+    return JournalRecord(
+        number,
+        record_kind,
+        epoch,
+        sequence,
+        session,
+        stamp / 1e9,
+        envelope,
+        _fields(path, expected, value.get("p")),
+    )
 
 
 def _read_sqlite(path: str) -> Iterator[JournalRecord]:
@@ -153,58 +155,93 @@ def _read_sqlite(path: str) -> Iterator[JournalRecord]:
     except sqlite3.DatabaseError as exc:
         raise JournalError(path, f"cannot open: {exc}") from None
     try:
-        _check_sqlite_meta(path, connection)
-        expected = 1
-        try:
-            cursor = connection.execute(
-                "SELECT n, kind, transport_epoch, update_sequence, session_id, time_ns, "
-                "envelope, fields FROM records ORDER BY n"
-            )
-            for row in cursor:
-                number, kind, epoch, sequence, session, stamp, envelope, fields = row
-                if number != expected:
-                    raise JournalError(path, f"numbered {number!r}: a record is missing", expected)
-                if kind not in _KINDS:
-                    raise JournalError(path, f"unknown kind {kind!r}", expected)
-                if not (
-                    type(epoch) is int
-                    and type(sequence) is int
-                    and type(stamp) is int
-                    and isinstance(session, str)
-                    and isinstance(envelope, str)
-                ):
-                    raise JournalError(path, "a field has the wrong type", expected)
-                try:
-                    parsed = None if fields is None else json.loads(fields)
-                except ValueError:
-                    raise JournalError(path, "its fields are not valid JSON", expected) from None
-                yield JournalRecord(
-                    number,
-                    RecordKind(kind),
-                    epoch,
-                    sequence,
-                    session,
-                    stamp / 1e9,
-                    envelope,
-                    _fields(path, expected, parsed),
-                )
-                expected += 1
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(path, f"unreadable ({exc})", expected) from None
+        if _check_sqlite_meta(path, connection) == 1:
+            yield from _read_rows(path, connection)
+        else:
+            yield from _read_batches(path, connection)
     finally:
         connection.close()
+
+
+def _read_batches(path: str, connection: sqlite3.Connection) -> Iterator[JournalRecord]:
+    """Version 2: a batch of records a row, each record a line as in a JSONL journal."""
+    expected = 1
+    try:
+        cursor = connection.execute(
+            "SELECT first_record, last_record, records FROM batches ORDER BY first_record"
+        )
+        for first, last, records in cursor:
+            if first != expected:
+                raise JournalError(
+                    path, f"a batch starts at record {first!r}: a record is missing", expected
+                )
+            if not isinstance(records, bytes) or not records.endswith(b"\n"):
+                raise JournalError(path, "its batch's records are cut short", expected)
+            lines = records.split(b"\n")
+            lines.pop()  # after the last newline: nothing
+            for raw in lines:
+                yield _parse_line(path, raw, expected)
+                expected += 1
+            if last != expected - 1:
+                raise JournalError(path, f"its batch says it ends at record {last!r}", expected - 1)
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(path, f"unreadable ({exc})", expected) from None
+
+
+def _read_rows(path: str, connection: sqlite3.Connection) -> Iterator[JournalRecord]:
+    """Version 1 (acp-fast before batch rows): a record a row of table ``records``."""
+    expected = 1
+    try:
+        cursor = connection.execute(
+            "SELECT n, kind, transport_epoch, update_sequence, session_id, time_ns, "
+            "envelope, fields FROM records ORDER BY n"
+        )
+        for row in cursor:
+            number, kind, epoch, sequence, session, stamp, envelope, fields = row
+            if number != expected:
+                raise JournalError(path, f"numbered {number!r}: a record is missing", expected)
+            if kind not in _KINDS:
+                raise JournalError(path, f"unknown kind {kind!r}", expected)
+            if not (
+                type(epoch) is int
+                and type(sequence) is int
+                and type(stamp) is int
+                and isinstance(session, str)
+                and isinstance(envelope, str)
+            ):
+                raise JournalError(path, "a field has the wrong type", expected)
+            try:
+                parsed = None if fields is None else json.loads(fields)
+            except ValueError:
+                raise JournalError(path, "its fields are not valid JSON", expected) from None
+            yield JournalRecord(
+                number,
+                RecordKind(kind),
+                epoch,
+                sequence,
+                session,
+                stamp / 1e9,
+                envelope,
+                _fields(path, expected, parsed),
+            )
+            expected += 1
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(path, f"unreadable ({exc})", expected) from None
 
 
 def _uri_path(path: str) -> str:
     return quote(os.path.abspath(path))
 
 
-def _check_sqlite_meta(path: str, connection: sqlite3.Connection) -> None:
+def _check_sqlite_meta(path: str, connection: sqlite3.Connection) -> int:
+    """The format version of a SQLite journal (1: a record a row; 2: a batch a row)."""
     try:
         rows = dict(connection.execute("SELECT key, value FROM journal_meta").fetchall())
     except sqlite3.DatabaseError:
         raise JournalError(path, "not an acp-fast journal (no journal_meta table)") from None
     if rows.get("format") != FORMAT_NAME:
         raise JournalError(path, "not an acp-fast journal (journal_meta names another format)")
-    if rows.get("version") != str(FORMAT_VERSION):
-        raise JournalError(path, f"journal version {rows.get('version')} is not supported")
+    version = rows.get("version")
+    if version not in ("1", str(SQLITE_FORMAT_VERSION)):
+        raise JournalError(path, f"journal version {version} is not supported")
+    return int(version)

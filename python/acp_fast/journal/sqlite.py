@@ -10,19 +10,18 @@ import threading
 import time
 from collections.abc import Callable
 from time import time_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _core
 from .observer import _Journal
 from .reading import _check_sqlite_meta
 from .records import (
     FORMAT_NAME,
-    FORMAT_VERSION,
     JSONL_HEADER,
+    SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     Fsync,
     JournalError,
-    RecordKind,
     _check_fsync,
     _missing_directory,
 )
@@ -38,26 +37,27 @@ BATCH_NS = 50_000_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS records (
-    n INTEGER PRIMARY KEY,            -- record number, from 1, gap-free
-    kind TEXT NOT NULL,               -- sent, update, permission, activity, received
-    transport_epoch INTEGER NOT NULL,
-    update_sequence INTEGER NOT NULL, -- 0 unless kind = 'update'
-    session_id TEXT NOT NULL,
-    time_ns INTEGER NOT NULL,         -- nanoseconds since the epoch
-    envelope TEXT NOT NULL,           -- the exact line
-    fields TEXT                       -- JSON: permission / activity record fields, else NULL
+CREATE TABLE IF NOT EXISTS batches (
+    first_record INTEGER PRIMARY KEY, -- the number of its first record (from 1, gap-free)
+    last_record INTEGER NOT NULL,     -- the number of its last record
+    first_epoch INTEGER,              -- (transport_epoch, update_sequence) of its first update,
+    first_sequence INTEGER,           --   NULL when it holds none
+    last_epoch INTEGER,               -- ... and of its last update
+    last_sequence INTEGER,
+    records BLOB NOT NULL             -- its records, one JSON object a line, as in JSONL
 );
+CREATE INDEX IF NOT EXISTS batches_by_update ON batches (first_epoch, first_sequence);
 """
-_INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-#: An update's row: its constant columns are in the statement, since binding a parameter is
-#: most of what a row costs in `sqlite3` (8 parameters: about 3 µs a row, 6: about 2 µs).
-_INSERT_UPDATE = "INSERT INTO records VALUES (?, 'update', ?, ?, ?, ?, ?, NULL)"
+_INSERT = (
+    "INSERT INTO batches (first_record, last_record, first_epoch, first_sequence, last_epoch, "
+    "last_sequence, records) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class SqliteJournal(_Journal):
-    """A journal in a SQLite database (WAL), one row a record in table ``records``. The
-    database is created and checked with `sqlite3`; the core's writer inserts the rows through
+    """A journal in a SQLite database (WAL): table ``batches``, a batch of records a row (the
+    records are the JSONL journal's lines; a row says which records and updates it holds).
+    The database is created and checked with `sqlite3`; the core's writer inserts the rows through
     the same SQLite library (`_core.SqliteWriter`), or, where the core cannot reach it,
     `sqlite3` does (`_SqliteFallback`)."""
 
@@ -105,19 +105,7 @@ class SqliteJournal(_Journal):
             raise
         if not isinstance(writer, _SqliteFallback):
             connection.close()  # the core's writer has a connection of its own
-        self._sqlite = writer
         self._start(writer)
-
-    def _other(
-        self,
-        kind: RecordKind,
-        session_id: str,
-        envelope: str,
-        fields: dict[str, Any] | None,
-        is_json: bool = True,
-    ) -> None:
-        encoded = None if fields is None else json.dumps(fields, separators=(",", ":"))
-        self._sqlite.other(kind.value, self.transport_epoch, session_id, envelope, encoded)
 
 
 _SQLITE_VERSION = (
@@ -159,7 +147,8 @@ class _SqliteFallback:
         self.last_record = last_record
         self.last_epoch = last_epoch
         self.observer = observer
-        self.pending: list[tuple[Any, ...]] = []
+        #: (number, line, (epoch, sequence) of an update or None)
+        self.pending: list[tuple[int, str, tuple[int, int] | None]] = []
         self.lock = threading.Lock()
         self.written_ns = time_ns()
         self.deadline = 0
@@ -177,8 +166,18 @@ class _SqliteFallback:
         number = self.last_record = self.last_record + 1
         envelope = update.envelope
         epoch = self.last_epoch = update.transport_epoch
+        sequence = update.update_sequence
+        if envelope.startswith("{") and envelope.endswith("}") and "\n" not in envelope:
+            tail = f',"m":{envelope}}}\n'
+        else:  # as the core's writers store a made-up envelope: a JSON string
+            tail = f',"x":{json.dumps(envelope)}}}\n'
         self.pending.append(
-            (number, epoch, update.update_sequence, update.session_id, now, envelope)
+            (
+                number,
+                f'{{"n":{number},"k":"update","e":{epoch},"s":{sequence},"t":{now},'
+                f'"i":{json.dumps(update.session_id)}{tail}',
+                (epoch, sequence),
+            )
         )
         self.chars += len(envelope)
         if self.every or self.chars >= BATCH_CHARS or now >= self.deadline:
@@ -186,14 +185,13 @@ class _SqliteFallback:
         if self.observer is not None:
             self.observer(update)
 
-    def other(
-        self, kind: str, epoch: int | None, session_id: str, envelope: str, fields: str | None
-    ) -> None:
+    def other(self, kind: str, epoch: int | None, rest: bytes) -> None:
         if self.closed:
             raise JournalError(self.path, "the journal is closed")
         number = self.last_record = self.last_record + 1
         stamp = self.last_epoch if epoch is None else epoch
-        self.pending.append((number, kind, stamp, 0, session_id, time_ns(), envelope, fields))
+        head = f'{{"n":{number},"k":"{kind}","e":{stamp},"s":0,"t":{time_ns()},'
+        self.pending.append((number, head + rest.decode("utf-8", "surrogatepass") + "\n", None))
         self._write()
 
     def _write(self) -> None:
@@ -233,25 +231,14 @@ class _SqliteFallback:
                 raise
             self.written_ns = time_ns()
 
-    def _insert(self, batch: list[tuple[Any, ...]]) -> None:
-        connection = self.connection
+    def _insert(self, batch: list[tuple[int, str, tuple[int, int] | None]]) -> None:
+        updates = [key for _, _, key in batch if key is not None]
+        first = updates[0] if updates else (None, None)
+        last = updates[-1] if updates else (None, None)
+        records = "".join(line for _, line, _ in batch).encode("utf-8", "surrogatepass")
+        row = (batch[0][0], batch[-1][0], *first, *last, records)
         try:
-            connection.execute("BEGIN")
-            try:
-                # Runs of update rows (6 values) and of other rows (8), in order.
-                start = 0
-                while start < len(batch):
-                    width = len(batch[start])
-                    end = start + 1
-                    while end < len(batch) and len(batch[end]) == width:
-                        end += 1
-                    statement = _INSERT_UPDATE if width == 6 else _INSERT
-                    connection.executemany(statement, batch[start:end])
-                    start = end
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+            self.connection.execute(_INSERT, row)  # one row: whole or absent
         except sqlite3.Error as exc:
             raise JournalError(self.path, f"cannot write the journal: {exc}") from exc
 
@@ -349,10 +336,16 @@ def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(
                 f"BEGIN; {_SCHEMA} INSERT INTO journal_meta VALUES "
-                f"('format', '{FORMAT_NAME}'), ('version', '{FORMAT_VERSION}'); COMMIT;"
+                f"('format', '{FORMAT_NAME}'), ('version', '{SQLITE_FORMAT_VERSION}'); COMMIT;"
             )
         else:
-            _check_sqlite_meta(path, connection)
+            version = _check_sqlite_meta(path, connection)
+            if create and version != SQLITE_FORMAT_VERSION:
+                raise JournalError(
+                    path,
+                    f"a version {version} SQLite journal (a record a row, from an earlier "
+                    "acp-fast): read() and replay read it, but new records go to a new journal",
+                )
             if create:
                 connection.execute("PRAGMA journal_mode=WAL")
     except sqlite3.DatabaseError as exc:
@@ -365,13 +358,23 @@ def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
 
 
 def _sqlite_tail(path: str, connection: sqlite3.Connection) -> tuple[int, int]:
-    _check_sqlite_meta(path, connection)
+    """The last record's number and epoch ((0, 0) when there is none)."""
     try:
         row = connection.execute(
-            "SELECT n, transport_epoch FROM records ORDER BY n DESC LIMIT 1"
+            "SELECT last_record, records FROM batches ORDER BY first_record DESC LIMIT 1"
         ).fetchone()
     except sqlite3.DatabaseError as exc:
         raise JournalError(path, f"not an acp-fast journal ({exc})") from None
     if row is None:
         return 0, 0
-    return int(row[0]), int(row[1])
+    number, records = row
+    if not isinstance(records, bytes) or not records.endswith(b"\n"):
+        raise JournalError(path, "its batch's records are cut short", number)
+    line = records[records.rfind(b"\n", 0, len(records) - 1) + 1 :]
+    try:
+        record = json.loads(line)
+        if record["n"] != number:
+            raise ValueError(number)
+        return int(number), int(record["e"])
+    except (ValueError, KeyError, TypeError):
+        raise JournalError(path, "the last record is corrupted", number) from None
