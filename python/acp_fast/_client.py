@@ -29,7 +29,6 @@ from ._types import (
     Initialize,
     McpServer,
     Modes,
-    PermissionOption,
     PermissionOutcome,
     PermissionPolicy,
     PermissionReply,
@@ -61,56 +60,6 @@ def _close_live_clients() -> None:
 
 # Close every client before `threading` joins non-daemon threads (which may be inside calls).
 _shutdown.install(_close_live_clients)
-
-
-_PermissionTuple = tuple[
-    str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any, str, str
-]
-
-
-_new = object.__new__
-
-
-def _permission_request(record: _PermissionTuple) -> PermissionRequest:
-    # Filling __dict__ directly skips the frozen dataclasses' per-field object.__setattr__
-    # (8 us -> 3 us a request, measured); the instances are the same as __init__ makes.
-    (
-        session_id,
-        tool_call_id,
-        title,
-        tool_kind,
-        status,
-        outcome,
-        option_id,
-        option_kind,
-        options,
-        envelope,
-        request_id,
-        decision,
-        reason,
-    ) = record
-    choices = []
-    for choice_id, name, kind in options:
-        choice = _new(PermissionOption)
-        choice.__dict__.update(option_id=choice_id, name=name, kind=kind)
-        choices.append(choice)
-    request = _new(PermissionRequest)
-    request.__dict__.update(
-        session_id=session_id,
-        tool_call_id=tool_call_id,
-        title=title,
-        tool_kind=tool_kind,
-        status=status,
-        outcome=outcome,
-        option_id=option_id,
-        option_kind=option_kind,
-        options=tuple(choices),
-        envelope=envelope,
-        request_id=request_id,
-        decision=decision,
-        reason=reason,
-    )
-    return request
 
 
 def _observer_answer(reply: object) -> tuple[str, str, str, str] | None:
@@ -267,18 +216,12 @@ class _ClientBase(Generic[_S]):
             asked = on_permission
             deferrable = self._asynchronous
 
-            def preview(record: _PermissionTuple) -> Any:
-                reply = asked(_permission_request(record))
+            # The core builds the `PermissionRequest` and calls this with it.
+            def preview(request: PermissionRequest) -> Any:
+                reply = asked(request)
                 if deferrable and inspect.isawaitable(reply):
                     return reply  # the core waits for it while reading goes on
                 return _observer_answer(reply)
-
-        commit = None
-        if on_commit is not None:
-            committed = on_commit
-
-            def commit(record: _PermissionTuple) -> None:
-                committed(_permission_request(record))
 
         self._core = _core.CoreClient(
             _CoreOptions(
@@ -294,7 +237,7 @@ class _ClientBase(Generic[_S]):
                 permission_policy=permission_policy,
                 on_update=on_update,
                 permission_preview=preview,
-                permission_commit=commit,
+                permission_commit=on_commit,
                 on_sent=getattr(observer, "on_sent", None) if has else None,
                 on_received=getattr(observer, "on_received", None) if has else None,
                 fold=None if session_state == "off" else self._fold,

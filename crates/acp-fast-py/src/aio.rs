@@ -439,18 +439,18 @@ impl CoreClient {
                     let aio = driven.aio.as_mut().expect("attached");
                     self.complete(py, aio, call, outcome, &mut report);
                 }
-                Ok(Flow::Permission(ask, preview, cancelled)) => {
+                Ok(Flow::Permission(ask, cancelled)) => {
                     handled += 1;
-                    let stop = match run.ask(driven, &preview, cancelled) {
+                    let stop = match run.ask(driven, ask, cancelled) {
                         Ok(Asked::Reply(reply)) => {
                             self.settle_flow(&mut run, driven, ask, reply, &mut report)
                         }
                         Ok(Asked::Deferred(awaitable)) => {
+                            let session = driven.conn.ask_session(ask).unwrap_or("").to_owned();
                             let aio = driven.aio.as_mut().expect("attached");
                             let token = aio.next_token;
                             aio.next_token += 1;
-                            aio.deferred
-                                .insert(token, (ask, preview.session_id.clone()));
+                            aio.deferred.insert(token, (ask, session));
                             report.asks.push((token, awaitable));
                             false
                         }

@@ -2,23 +2,22 @@
 //! queued, hands events to the observer's callbacks, reads with the GIL released (poll(2) on
 //! the agent's stdout and the waker), and passes time in. No protocol rule lives here.
 
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::PyString;
 
 use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
 use acp_os::process::PipeTransport;
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::permission::{ObserverAnswer, PermissionRecord};
+use acp_proto::permission::ObserverAnswer;
 use acp_proto::update::{UpdateEvent, UpdateKind};
 use acp_proto::{AskId, Connection, Event, Outcome};
 
 use crate::client::{CoreClient, Shared};
-use crate::errors::{json_loads, kind_names, CallError};
+use crate::errors::{kind_names, CallError};
 use crate::host::{HostFailure, HostRequest};
 use crate::reply::{text_object, ReplyBuilder};
 use crate::journal::{Envelope, Hook, UpdateRecord};
@@ -93,7 +92,7 @@ pub(crate) enum Flow {
     /// A call finished.
     Done(CallId, Result<Outcome, AcpError>),
     /// A permission request: ask the observer (unless `cancelled`), then decide.
-    Permission(AskId, Box<PermissionRecord>, bool),
+    Permission(AskId, bool),
     /// A file or terminal request of the agent's, to serve (host.rs).
     Host(Box<HostRequest>),
 }
@@ -217,12 +216,10 @@ impl<'py, 'c> Run<'py, 'c> {
                         return Err(self.host_failure(driven, failure));
                     }
                 }
-                Flow::Permission(ask, preview, cancelled) => {
-                    match self.ask(driven, &preview, cancelled)? {
-                        Asked::Reply(reply) => self.settle(driven, ask, reply)?,
-                        Asked::Deferred(_) => unreachable!("only the asyncio driver defers"),
-                    }
-                }
+                Flow::Permission(ask, cancelled) => match self.ask(driven, ask, cancelled)? {
+                    Asked::Reply(reply) => self.settle(driven, ask, reply)?,
+                    Asked::Deferred(_) => unreachable!("only the asyncio driver defers"),
+                },
                 Flow::NeedInput => {
                     if call.is_none() && until.is_none() {
                         return Ok(None);
@@ -290,11 +287,9 @@ impl<'py, 'c> Run<'py, 'c> {
                     return Err(self.fail(driven, fail));
                 }
             },
-            Ok(Some(Event::Permission {
-                ask,
-                preview,
-                cancelled,
-            })) => Handled::Flow(Flow::Permission(ask, Box::new(preview), cancelled)),
+            Ok(Some(Event::Permission { ask, cancelled })) => {
+                Handled::Flow(Flow::Permission(ask, cancelled))
+            }
             Ok(Some(Event::Done {
                 call,
                 outcome,
@@ -349,7 +344,7 @@ impl<'py, 'c> Run<'py, 'c> {
     pub fn ask(
         &mut self,
         driven: &mut Driven,
-        preview: &PermissionRecord,
+        ask: AskId,
         cancelled: bool,
     ) -> Result<Asked, CallError> {
         let Some(callback) = driven
@@ -360,7 +355,13 @@ impl<'py, 'c> Run<'py, 'c> {
         else {
             return Ok(Asked::Reply(None));
         };
-        let record = record_tuple(self.py, preview)?;
+        let Some(preview) = driven.conn.preview(ask) else {
+            return Err(
+                AcpError::Misuse("this permission request was already decided".into()).into(),
+            );
+        };
+        let session = self.session_object(&preview.session_id).into_bound(self.py);
+        let record = crate::records::permission_request(self.py, &preview, Some(session))?;
         let answer = callback.bind(self.py).call1((record,)).and_then(|answer| {
             if answer.is_none() {
                 return Ok(Asked::Reply(None));
@@ -396,7 +397,14 @@ impl<'py, 'c> Run<'py, 'c> {
             ));
             return Err(self.fail(driven, Fail::Missing(error)));
         };
-        let record = record_tuple(self.py, &decided.record)?;
+        let session = self
+            .session_object(&decided.record.session_id)
+            .into_bound(self.py);
+        let record =
+            match crate::records::permission_request(self.py, &decided.record, Some(session)) {
+                Ok(record) => record,
+                Err(error) => return Err(self.fail(driven, Fail::py(error))),
+            };
         let committed = commit
             .bind(self.py)
             .call1((record,))
@@ -715,47 +723,4 @@ impl<'py, 'c> Run<'py, 'c> {
         }
         self.check_stops()
     }
-}
-
-/// The permission record as the tuple `_client._permission_request` reads.
-pub(crate) fn record_tuple<'py>(
-    py: Python<'py>,
-    record: &PermissionRecord,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let options = PyList::empty(py);
-    for (id, name, kind) in &record.options {
-        options.append((id, name, kind))?;
-    }
-    let text = |value: &String| PyString::new(py, value).into_any();
-    PyTuple::new(
-        py,
-        [
-            text(&record.session_id),
-            text(&record.tool_call_id),
-            text(&record.title),
-            text(&record.tool_kind),
-            text(&record.status),
-            text(&record.outcome),
-            text(&record.option_id),
-            text(&record.option_kind),
-            options.into_any(),
-            text(&record.envelope),
-            json_id(py, &record.request_id)?,
-            text(&record.decision),
-            text(&record.reason),
-        ],
-    )
-}
-
-/// The agent's JSON-RPC id as a Python value: strings and integers directly (the usual ids),
-/// anything else through `json.loads`.
-fn json_id<'py>(py: Python<'py>, raw: &str) -> PyResult<Bound<'py, PyAny>> {
-    if raw.starts_with('"') {
-        if let Ok(text) = serde_json::from_str::<Cow<'_, str>>(raw) {
-            return Ok(PyString::new(py, &text).into_any());
-        }
-    } else if let Ok(number) = raw.parse::<i64>() {
-        return Ok(number.into_pyobject(py)?.into_any());
-    }
-    json_loads(py, raw)
 }

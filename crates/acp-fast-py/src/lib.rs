@@ -6,6 +6,7 @@
 //! - `calls`: the calls that talk to the agent (handshake, sessions, turns, control).
 //! - `driver`: the blocking loop and the observer callbacks; `aio`: the asyncio driver's
 //!   non-blocking steps; `prepared`: a call read once, for either driver.
+//! - `records`: `PermissionRequest` built for the observer.
 //! - `update`: the `Update` class; `reply`: strings for the hot path; `errors`: exceptions.
 //! - `journal`: the journal writers (`JournalWriter` for JSONL, `SqliteWriter`): records made
 //!   on the reader's thread, stored in batches by a thread of their own.
@@ -22,6 +23,7 @@ mod host;
 mod journal;
 mod options;
 mod prepared;
+mod records;
 mod reply;
 mod update;
 

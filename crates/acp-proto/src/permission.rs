@@ -35,14 +35,6 @@ impl Selection {
         }
     }
 
-    fn pending() -> Selection {
-        Selection {
-            outcome: "pending".into(),
-            option_id: String::new(),
-            option_kind: String::new(),
-        }
-    }
-
     pub fn selected(kind: &str, id: &str) -> Selection {
         Selection {
             outcome: "selected".into(),
@@ -212,39 +204,42 @@ impl Ask {
     }
 
     /// The answer: tier 0 when the session is cancelled now, else the tier that decided on
-    /// arrival, else the observer's answer, else tiers 5–6.
-    pub fn resolve(&self, latched: bool, observer: Option<ObserverAnswer>) -> Resolved {
-        let tier0 = Ruling::new(Decision::Cancel, "session cancelled", false);
-        let ruling = if latched {
-            &tier0
-        } else if let Some(ruled) = &self.ruled {
-            ruled
-        } else {
-            match observer {
-                Some(ObserverAnswer::Reply(selection)) => return self.replied(selection),
-                Some(ObserverAnswer::Outcome {
+    /// arrival, else the observer's answer, else tiers 5–6. Consumes the request: the
+    /// committed record is its own record, moved, not a copy.
+    pub fn resolve(mut self, latched: bool, observer: Option<ObserverAnswer>) -> Resolved {
+        if latched {
+            // Tier 0 selects no option, so nothing is kept.
+            let tier0 = Ruling::new(Decision::Cancel, "session cancelled", false);
+            return self.finish(&tier0, false);
+        }
+        if let Some(ruled) = self.ruled.take() {
+            // Tier 1 is already remembered.
+            let rememberable = ruled.reason != "remembered";
+            return self.finish(&ruled, rememberable);
+        }
+        match observer {
+            Some(ObserverAnswer::Reply(selection)) => self.replied(selection),
+            Some(ObserverAnswer::Outcome {
+                decision,
+                option_id,
+                reason,
+            }) => {
+                let mut ruling = Ruling::new(
                     decision,
-                    option_id,
-                    reason,
-                }) => {
-                    let mut ruling = Ruling::new(
-                        decision,
-                        reason.unwrap_or_else(|| "observer".into()),
-                        self.fallback.persist,
-                    );
-                    ruling.option_id = option_id;
-                    return self.finish(&ruling, true);
-                }
-                None => &self.fallback,
+                    reason.unwrap_or_else(|| "observer".into()),
+                    self.fallback.persist,
+                );
+                ruling.option_id = option_id;
+                self.finish(&ruling, true)
             }
-        };
-        // Tier 1 is already remembered; tier 0 selects no option, so nothing is kept.
-        let remembered = self
-            .ruled
-            .as_ref()
-            .is_some_and(|r| r.reason == "remembered");
-        let rememberable = !(std::ptr::eq(ruling, &tier0) || remembered);
-        self.finish(ruling, rememberable)
+            None => {
+                let fallback = std::mem::replace(
+                    &mut self.fallback,
+                    Ruling::new(Decision::Deny, "default", false),
+                );
+                self.finish(&fallback, true)
+            }
+        }
     }
 
     fn offered(&self) -> Vec<(&str, &str)> {
@@ -257,7 +252,7 @@ impl Ask {
             .collect()
     }
 
-    fn finish(&self, ruling: &Ruling, rememberable: bool) -> Resolved {
+    fn finish(self, ruling: &Ruling, rememberable: bool) -> Resolved {
         let offered = self.offered();
         let selection = match rules::choose(ruling, &offered) {
             Some((kind, id)) => Selection::selected(kind, id),
@@ -272,7 +267,7 @@ impl Ask {
     }
 
     /// A `PermissionReply`, sent verbatim; its decision is read from the chosen option's kind.
-    fn replied(&self, selection: Selection) -> Resolved {
+    fn replied(self, selection: Selection) -> Resolved {
         let kind = self
             .choices
             .iter()
@@ -285,17 +280,17 @@ impl Ask {
             Decision::of_option_kind(&kind).map_or("", Decision::as_str)
         };
         let mut resolved = self.resolved(selection, decision, "observer", true);
-        if resolved.remember.is_some() {
+        if let Some((tool_kind, title, _)) = resolved.remember.take() {
             // Remember what the chosen option means, whatever kind the reply recorded.
             resolved.remember = Decision::of_option_kind(&kind)
                 .filter(|_| kind.ends_with("_always"))
-                .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
+                .map(|d| (tool_kind, title, d));
         }
         resolved
     }
 
     fn resolved(
-        &self,
+        self,
         selection: Selection,
         decision: &str,
         reason: &str,
@@ -306,7 +301,10 @@ impl Ask {
                 .then(|| Decision::of_option_kind(&selection.option_kind))
                 .flatten()
                 .map(|d| (self.record.tool_kind.clone(), self.record.title.clone(), d));
-        let mut record = self.with(&selection, true);
+        let mut record = self.record;
+        record.outcome.clone_from(&selection.outcome);
+        record.option_id.clone_from(&selection.option_id);
+        record.option_kind.clone_from(&selection.option_kind);
         record.decision = decision.to_owned();
         record.reason = reason.to_owned();
         Resolved {
@@ -316,20 +314,24 @@ impl Ask {
         }
     }
 
-    /// What `on_permission` is shown: outcome "pending", no envelope.
+    /// What `on_permission` is shown: outcome "pending", no envelope (built only when the
+    /// observer has an `on_permission` to show it to).
     pub fn preview(&self) -> PermissionRecord {
-        self.with(&Selection::pending(), false)
-    }
-
-    /// The committed record: the decision and the exact line.
-    pub fn with(&self, selection: &Selection, with_envelope: bool) -> PermissionRecord {
-        let mut record = self.record.clone();
-        record.outcome = selection.outcome.clone();
-        record.option_id = selection.option_id.clone();
-        record.option_kind = selection.option_kind.clone();
-        if !with_envelope {
-            record.envelope.clear();
+        let record = &self.record;
+        PermissionRecord {
+            session_id: record.session_id.clone(),
+            tool_call_id: record.tool_call_id.clone(),
+            title: record.title.clone(),
+            tool_kind: record.tool_kind.clone(),
+            status: record.status.clone(),
+            outcome: "pending".into(),
+            option_id: String::new(),
+            option_kind: String::new(),
+            options: record.options.clone(),
+            envelope: String::new(),
+            request_id: record.request_id.clone(),
+            decision: String::new(),
+            reason: String::new(),
         }
-        record
     }
 }

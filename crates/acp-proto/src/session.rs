@@ -51,7 +51,7 @@ pub struct Turn {
     pub call: CallId,
     pub capture: Capture,
     /// Tool calls announced in the turn, first-seen order, merged to their final state.
-    pub tool_calls: Vec<(String, Map<String, Value>)>,
+    pub tool_calls: Vec<(String, ToolCallState)>,
     /// Position of each tool call id in `tool_calls` (a turn may announce thousands).
     index: HashMap<String, usize>,
     pub plan: Option<Value>,
@@ -75,11 +75,28 @@ impl Turn {
     /// A `tool_call` (re)announces the call: a repeated id is replaced in place.
     pub fn announce(&mut self, id: &str, mut fields: Map<String, Value>) {
         fields.remove("sessionUpdate");
+        self.put(id, ToolCallState::Object(fields));
+    }
+
+    /// A permission request announces a call it names as its `toolCall` object's text.
+    pub fn announce_raw(&mut self, id: &str, object: &str) {
+        let state = if object.contains("\"sessionUpdate\"") {
+            // Kept out of the record, as `announce` does (rare: parsed to drop it).
+            let mut fields: Map<String, Value> = serde_json::from_str(object).unwrap_or_default();
+            fields.remove("sessionUpdate");
+            ToolCallState::Object(fields)
+        } else {
+            ToolCallState::Raw(object.to_owned())
+        };
+        self.put(id, state);
+    }
+
+    fn put(&mut self, id: &str, state: ToolCallState) {
         match self.index.get(id) {
-            Some(&at) => self.tool_calls[at].1 = fields,
+            Some(&at) => self.tool_calls[at].1 = state,
             None => {
                 self.index.insert(id.to_owned(), self.tool_calls.len());
-                self.tool_calls.push((id.to_owned(), fields));
+                self.tool_calls.push((id.to_owned(), state));
             }
         }
     }
@@ -89,7 +106,7 @@ impl Turn {
         let Some(&at) = self.index.get(id) else {
             return; // not announced in this turn: left out
         };
-        let call = &mut self.tool_calls[at].1;
+        let call = self.tool_calls[at].1.object();
         for (key, value) in fields {
             if key == "sessionUpdate" {
                 continue;
@@ -106,6 +123,35 @@ impl Turn {
 
     pub fn knows(&self, id: &str) -> bool {
         self.index.contains_key(id)
+    }
+}
+
+/// A tool call's state in a turn's record: the object as the agent sent it (a permission
+/// request's `toolCall`; most are never amended, so most are never built as JSON values), or
+/// built once an update amends it.
+#[derive(Debug)]
+pub enum ToolCallState {
+    Raw(String),
+    Object(Map<String, Value>),
+}
+
+impl ToolCallState {
+    fn object(&mut self) -> &mut Map<String, Value> {
+        if let ToolCallState::Raw(text) = self {
+            *self = ToolCallState::Object(serde_json::from_str(text).unwrap_or_default());
+        }
+        match self {
+            ToolCallState::Object(fields) => fields,
+            ToolCallState::Raw(_) => unreachable!("built above"),
+        }
+    }
+
+    /// The final state as JSON text.
+    pub fn into_json(self) -> String {
+        match self {
+            ToolCallState::Raw(text) => text,
+            ToolCallState::Object(fields) => Value::Object(fields).to_string(),
+        }
     }
 }
 

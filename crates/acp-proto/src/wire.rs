@@ -79,7 +79,7 @@ pub struct Params<'a> {
     #[serde(default, borrow)]
     pub update: Obj<Box<UpdateFields<'a>>>,
     #[serde(default, borrow, rename = "toolCall")]
-    pub tool_call: Obj<Box<ToolCallFields<'a>>>,
+    pub tool_call: ToolCallField<'a>,
     /// `None` when `options` is absent or not an array; non-object items are `Obj(None)`.
     #[serde(default, borrow)]
     pub options: Arr<Obj<OptionFields<'a>>>,
@@ -487,6 +487,27 @@ pub struct ToolCallFields<'a> {
     pub status: Str<'a>,
 }
 
+/// `params.toolCall`: its fields when it is an object, and then the object's exact text too
+/// (the turn's record keeps it as sent instead of building it as a JSON value).
+#[derive(Default, Debug)]
+pub struct ToolCallField<'a>(
+    pub Option<Box<ToolCallFields<'a>>>,
+    pub Option<&'a RawValue>,
+);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ToolCallField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <&'a RawValue>::deserialize(d)?;
+        // The object's text is small and hot in cache: reading it twice costs less than
+        // building it.
+        let fields = serde_json::from_str::<Obj<Box<ToolCallFields<'a>>>>(raw.get())
+            .map_err(de::Error::custom)?
+            .0;
+        let raw = fields.is_some().then_some(raw);
+        Ok(ToolCallField(fields, raw))
+    }
+}
+
 #[derive(Deserialize, Default, Debug, Clone)]
 pub struct OptionFields<'a> {
     #[serde(default, borrow, rename = "optionId")]
@@ -823,6 +844,30 @@ mod tests {
         }
         let no_params = classify(br#"{"method":"session/update"}"#).unwrap();
         assert!(session_update(no_params.params).is_err());
+    }
+
+    #[test]
+    fn a_tool_call_object_keeps_its_exact_text() {
+        let tool_call = r#"{"toolCallId":"t\u0031","title":"run","kind":"execute","rawInput":{"a":[1,2.5,null]}}"#;
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{{"sessionId":"s","toolCall":{tool_call},"options":[]}}}}"#
+        );
+        let params = permission_request(classify(line.as_bytes()).unwrap().params);
+        let fields = params.tool_call.0.expect("an object");
+        assert_eq!(fields.tool_call_id.as_str(), Some("t1"));
+        assert_eq!(fields.kind.as_str(), Some("execute"));
+        assert_eq!(params.tool_call.1.map(RawValue::get), Some(tool_call));
+        for params in [
+            r#"{"toolCall":"x"}"#,
+            r#"{"toolCall":null}"#,
+            r#"{"toolCall":[{"toolCallId":"t"}]}"#,
+            r#"{"sessionId":"s"}"#,
+        ] {
+            let line =
+                format!(r#"{{"id":1,"method":"session/request_permission","params":{params}}}"#);
+            let params = permission_request(classify(line.as_bytes()).unwrap().params);
+            assert!(params.tool_call.0.is_none() && params.tool_call.1.is_none());
+        }
     }
 
     #[test]

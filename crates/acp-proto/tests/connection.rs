@@ -212,16 +212,16 @@ fn a_permission_is_decided_before_its_answer_is_queued_and_dropping_it_writes_no
         r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"a","toolCall":{"toolCallId":"t","kind":"read"},"options":[{"optionId":"y","kind":"allow_once"}]}}"#,
     );
     push(&mut conn, &chunk("a", "after"));
-    let Ok(Some(Event::Permission {
-        ask,
-        preview,
-        cancelled,
-    })) = conn.poll_event()
-    else {
+    let Ok(Some(Event::Permission { ask, cancelled })) = conn.poll_event() else {
         panic!("the permission first");
     };
     assert!(!cancelled);
+    let preview = conn.preview(ask).expect("not yet decided");
     assert_eq!(preview.outcome, "pending");
+    assert_eq!(preview.session_id, "a");
+    assert_eq!(preview.tool_kind, "read");
+    assert!(preview.envelope.is_empty(), "the preview has no line");
+    assert_eq!(conn.ask_session(ask), Some("a"));
     assert!(
         conn.poll_transmit().is_none(),
         "nothing is answered before the decision"
@@ -231,6 +231,10 @@ fn a_permission_is_decided_before_its_answer_is_queued_and_dropping_it_writes_no
     drop(decided); // the commit callback raised: nothing is written
     assert!(conn.poll_transmit().is_none());
     assert!(conn.decide(ask, None).is_err(), "a request is decided once");
+    assert!(
+        conn.preview(ask).is_none(),
+        "a decided request has no preview"
+    );
     assert_eq!(events(&mut conn), ["update 1 a after joined"]);
 }
 
@@ -540,5 +544,68 @@ fn replay(path: &std::path::Path) {
     assert_eq!(
         delivered, expected_updates,
         "{name}: every update is delivered"
+    );
+}
+
+#[test]
+fn permission_requests_announce_their_calls_in_the_turn_record_as_sent() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    let call = prompt(&mut conn, "a", None);
+    sent(&mut conn);
+    let permission = |id: &str, tool_call: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"{id}","method":"session/request_permission","params":{{"sessionId":"a","toolCall":{tool_call},"options":[{{"optionId":"y","kind":"allow_once"}}]}}}}"#
+        )
+    };
+    push(
+        &mut conn,
+        &permission(
+            "p1",
+            r#"{"toolCallId":"t2","title":"Run ls","kind":"execute","rawInput":{"argv":["ls","-l"]}}"#,
+        ),
+    );
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a","update":{"sessionUpdate":"tool_call_update","toolCallId":"t2","status":"completed","rawInput":null,"title":null}}}"#,
+    );
+    push(
+        &mut conn,
+        &permission("p2", r#"{"toolCallId":"t3", "title":"Read \u0061","kind":"read"}"#),
+    );
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"stopReason":"end_turn"}}}}"#,
+            call.0
+        ),
+    );
+    let mut tool_calls = None;
+    loop {
+        match conn.poll_event().unwrap() {
+            None => break,
+            Some(Event::Permission { ask, .. }) => {
+                let decided = conn.decide(ask, None).unwrap();
+                conn.send(decided);
+            }
+            Some(Event::Done {
+                outcome: Ok(Outcome::Turn(turn)),
+                ..
+            }) => tool_calls = Some(turn.tool_calls),
+            Some(_) => {}
+        }
+    }
+    let tool_calls: Vec<Value> = tool_calls
+        .expect("the turn ended")
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect();
+    assert_eq!(
+        tool_calls,
+        [
+            serde_json::json!({"toolCallId": "t2", "title": "Run ls", "kind": "execute", "status": "completed"}),
+            serde_json::json!({"toolCallId": "t3", "title": "Read a", "kind": "read"}),
+        ],
+        "an amended call is merged; the other is the object as sent"
     );
 }

@@ -217,7 +217,7 @@ impl Core {
                     tool_calls: turn
                         .tool_calls
                         .into_iter()
-                        .map(|(_, fields)| Value::Object(fields).to_string())
+                        .map(|(_, state)| state.into_json())
                         .collect(),
                     plan: turn.plan.map(|p| p.to_string()),
                     available_commands: turn.commands.map(|c| c.to_string()),

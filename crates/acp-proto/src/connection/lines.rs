@@ -159,8 +159,8 @@ impl Core {
             tool.and_then(|t| t.tool_call_id.as_str()),
         ) {
             if let Some(turn) = session.turn.as_mut().filter(|t| !t.knows(tool_id)) {
-                if let Some(tool_call) = tool_call_object(envelope) {
-                    turn.announce(tool_id, tool_call);
+                if let Some(raw) = fields.tool_call.1 {
+                    turn.announce_raw(tool_id, raw.get());
                 }
             }
         }
@@ -173,19 +173,10 @@ impl Core {
         request.rule(&self.config.policy, self.latched(session_id), remembered);
         let ask = AskId(self.next_ask);
         self.next_ask += 1;
-        // Tiers 0–3 decided: the observer is not asked, so no preview is built for it.
+        // Tiers 0–3 decided: the observer is not asked.
         let cancelled = request.ruled.is_some();
-        let preview = if cancelled {
-            PermissionRecord::default()
-        } else {
-            request.preview()
-        };
         self.asks.push((ask, request));
-        Event::Permission {
-            ask,
-            preview,
-            cancelled,
-        }
+        Event::Permission { ask, cancelled }
     }
 
     /// Checks the caps (count, then size) and takes the next update number, as the reference
@@ -386,50 +377,6 @@ impl Core {
                 self.cancel(&session_id);
                 Ok((false, true))
             }
-        }
-    }
-}
-
-/// A permission request's `params.toolCall` as a JSON object. Only that object is built; the
-/// rest of the line is skipped without allocating (building the whole line as a `Value` was a
-/// tenth of a permission round trip's CPU in benches/compare.py case (c)).
-fn tool_call_object(envelope: &str) -> Option<serde_json::Map<String, Value>> {
-    #[derive(serde::Deserialize)]
-    struct Line<'a> {
-        #[serde(borrow)]
-        params: Option<ToolCallOf<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct ToolCallOf<'a> {
-        #[serde(borrow, rename = "toolCall")]
-        tool_call: Option<&'a serde_json::value::RawValue>,
-    }
-    let line: Line<'_> = serde_json::from_str(envelope).ok()?;
-    serde_json::from_str(line.params?.tool_call?.get()).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tool_call_object;
-
-    #[test]
-    fn the_tool_call_is_taken_as_the_whole_line_gives_it() {
-        let line = r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t\u0031","title":"run","kind":"execute","rawInput":{"a":[1,2.5,null]}},"options":[]}}"#;
-        let whole: serde_json::Value = serde_json::from_str(line).unwrap();
-        let expected = whole["params"]["toolCall"].as_object().unwrap().clone();
-        assert_eq!(tool_call_object(line), Some(expected));
-    }
-
-    #[test]
-    fn no_tool_call_object_means_none() {
-        for line in [
-            r#"{"id":1,"params":{"toolCall":"x"}}"#,
-            r#"{"id":1,"params":{"toolCall":null}}"#,
-            r#"{"id":1,"params":{"sessionId":"s"}}"#,
-            r#"{"id":1,"params":[1]}"#,
-            r#"{"id":1}"#,
-        ] {
-            assert_eq!(tool_call_object(line), None, "{line}");
         }
     }
 }

@@ -68,11 +68,9 @@ pub enum Event<'a> {
         joined: bool,
         routed: bool,
     },
-    /// Ask the observer (unless `cancelled`), then `decide`.
+    /// Ask the observer (unless `cancelled`; `preview` gives what to show it), then `decide`.
     Permission {
         ask: AskId,
-        /// Empty when `cancelled` (the observer is not asked).
-        preview: PermissionRecord,
         /// Decided without the observer (design/host.md §5 tiers 0–3): the session's cancel
         /// latch is tripped, a remembered answer or a rule matched. The observer is not asked.
         cancelled: bool,
@@ -358,10 +356,19 @@ impl Connection {
     /// is being cancelled (its answer will be `cancelled`; an observer asked about it can stop).
     pub fn ask_cancelled(&self, ask: AskId) -> bool {
         self.core
-            .asks
-            .iter()
-            .find(|(id, _)| *id == ask)
-            .is_some_and(|(_, request)| self.core.latched(&request.record.session_id))
+            .ask(ask)
+            .is_some_and(|request| self.core.latched(&request.record.session_id))
+    }
+
+    /// What the observer's `on_permission` is shown of a request not yet decided (built on
+    /// demand: most hosts decide by policy and never look).
+    pub fn preview(&self, ask: AskId) -> Option<PermissionRecord> {
+        self.core.ask(ask).map(Ask::preview)
+    }
+
+    /// The session of a request not yet decided.
+    pub fn ask_session(&self, ask: AskId) -> Option<&str> {
+        self.core.ask(ask).map(|a| a.record.session_id.as_str())
     }
 
     /// Trips the cancel latch of the session's turn: one `session/cancel` per turn.
@@ -574,20 +581,21 @@ impl Core {
                 AcpError::Misuse("this permission request was already decided".into())
             })?;
         let (_, request) = self.asks.remove(index);
-        let session_id = request.record.session_id.clone();
-        let resolved = request.resolve(self.latched(&session_id), observer);
+        let latched = self.latched(&request.record.session_id);
+        let resolved = request.resolve(latched, observer);
         let bytes = self.checked(
             encode::permission_answer(
-                &request.record.request_id,
+                &resolved.record.request_id,
                 &resolved.selection.outcome,
                 &resolved.selection.option_id,
             ),
             "the session/request_permission answer",
         )?;
         if let Some((kind, title, decision)) = resolved.remember {
-            if self.session(&session_id).is_some() {
+            let session_id = &resolved.record.session_id;
+            if self.session(session_id).is_some() {
                 self.remembered
-                    .entry(session_id)
+                    .entry(session_id.clone())
                     .or_default()
                     .keep(&kind, &title, decision);
             }
@@ -596,6 +604,13 @@ impl Core {
             record: resolved.record,
             bytes,
         })
+    }
+
+    fn ask(&self, ask: AskId) -> Option<&Ask> {
+        self.asks
+            .iter()
+            .find(|(id, _)| *id == ask)
+            .map(|(_, request)| request)
     }
 
     pub(super) fn latched(&self, session_id: &str) -> bool {
