@@ -97,6 +97,8 @@ def test_a_batch_row_holds_many_updates_and_names_their_range(
     # The index finds the batch holding an update.
     connection = sqlite3.connect(path)
     try:
+        (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+        assert page_size == journal_sqlite.PAGE_SIZE  # new journals: 16 KiB pages
         (holder,) = connection.execute(
             "SELECT records FROM batches WHERE (first_epoch, first_sequence) <= (1, 1234) "
             "ORDER BY first_epoch DESC, first_sequence DESC LIMIT 1"
