@@ -22,8 +22,8 @@ use acp_proto::session::TurnOutcome;
 use acp_proto::{Connection, Outcome};
 
 use crate::driver::{Callbacks, Driven, Run};
-use crate::journal::Hook;
 use crate::errors::{to_pyerr, CallError};
+use crate::journal::Hook;
 use crate::options;
 use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;

@@ -19,8 +19,8 @@ use acp_proto::{AskId, Connection, Event, Outcome};
 use crate::client::{CoreClient, Shared};
 use crate::errors::{kind_names, CallError};
 use crate::host::{HostFailure, HostRequest};
-use crate::reply::{text_object, ReplyBuilder};
 use crate::journal::{Envelope, Hook, UpdateRecord};
+use crate::reply::{text_object, ReplyBuilder};
 use crate::update::Update;
 
 /// The observer's callbacks (each optional).

@@ -12,10 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use super::batch::{Core, Store};
+use super::fsync_mode;
 use super::lines::{
     looks_like_an_object, record_other, record_update, Envelope, Lines, Session, UpdateRecord,
 };
-use super::fsync_mode;
 use crate::update::Update;
 
 pub(crate) struct JsonlStore {
