@@ -14,8 +14,11 @@ host's CPU time per update is steadier than the wall rate on a shared machine, g
 the whole process (`time.process_time`: the reader, the journal's work on the reader's thread
 and the journal writer's own thread; the agent is another process) and the reader's thread
 alone (`time.thread_time`: what the journal adds to the reader). The journal's share is the
-difference from no journal. Bytes per update: the JSONL file, or the SQLite database after a
-checkpoint, divided by the updates (the handshake's and the prompt's six wire lines included).
+median over rounds of its difference from the same round's no-journal run (and "vs no
+journal" the median of the rounds' ratios): paired within a round, so the load of a shared
+machine, which shifts between rounds, largely cancels. Bytes per update: the JSONL file, or
+the SQLite database after a checkpoint, divided by the updates (the handshake's and the
+prompt's six wire lines included).
 With --baseline each measurement runs in a fresh interpreter of either build, interleaved.
 fsync="every" syncs each update, so it runs 1,000 updates (its rate is per update).
 Journals are written to --dir (default: a temporary directory on the same disk as /tmp).
@@ -204,7 +207,15 @@ def _table(
     def median(name: str, column: int) -> float:
         return statistics.median(values[column] for values in found[name])
 
-    base, base_cpu, base_thread = (median("no journal", c) for c in range(3))
+    def paired(name: str, column: int) -> float:
+        """The median over rounds of this runner's value less the same round's no journal."""
+        pairs = zip(found[name], found["no journal"], strict=True)
+        return statistics.median(values[column] - base[column] for values, base in pairs)
+
+    def ratio(name: str) -> float:
+        pairs = zip(found[name], found["no journal"], strict=True)
+        return statistics.median(values[0] / base[0] for values, base in pairs)
+
     lines = [
         "| journal | fsync | updates/s | vs no journal | host CPU µs/update | journal's share "
         "(µs) | reader thread µs/update | journal's share there (µs) | bytes/update |",
@@ -218,8 +229,8 @@ def _table(
             )
             continue
         lines.append(
-            f"| {kind} | {fsync} | {rate:,.0f} | {rate / base:.2f}x | {cpu:.2f} | "
-            f"{cpu - base_cpu:.2f} | {thread:.2f} | {thread - base_thread:.2f} | {sizes[name]} |"
+            f"| {kind} | {fsync} | {rate:,.0f} | {ratio(name):.2f}x | {cpu:.2f} | "
+            f"{paired(name, 1):.2f} | {thread:.2f} | {paired(name, 2):.2f} | {sizes[name]} |"
         )
     return "\n".join(lines)
 

@@ -7,19 +7,23 @@ Two kinds, told apart by content (never by file name):
 - `JsonlJournal`: one JSON object a line after a fixed header line. A record's last key is
   ``"m"``, the exact line it records, embedded verbatim (it is JSON already), so the envelope
   comes back byte for byte and the file stays readable with ``jq``.
-- `SqliteJournal`: SQLite in WAL mode, one row a record; created, checked and read with the
-  standard library's `sqlite3`.
+- `SqliteJournal`: SQLite in WAL mode, one row a batch of records (the same lines, with the
+  batch's record numbers and the (epoch, sequence) of its first and last update as indexed
+  columns: format version 2); created, checked and read with the standard library's
+  `sqlite3`. Version 1 journals (a record a row) are still read, never appended to.
 
 Records are made by the core (`_core.JournalWriter`, `_core.SqliteWriter`) on the reader's
 thread, a lock and a few copies each, and stored in batches by a thread of the writer's own, so
 an update costs the reader a small part of what reading it does (`benches/journal_bench.py`).
+When a journal is the client's observer, the driver hands it each update in Rust (no Python
+call for the journal's part); the observer it wraps is still called from Python.
 The SQLite writer calls the very SQLite library `sqlite3` loaded, through a connection of its
 own, with the GIL released. Never a second SQLite: two SQLite libraries in one process do not
 see each other's POSIX locks, so a `sqlite3` connection to the journal closing in the same
 process would delete the WAL under the writer (tried with SQLite compiled into the core:
 records were lost). Where the core cannot reach that SQLite (`_sqlite3` built into the
-interpreter, or its SQLite functions hidden), rows go through `sqlite3` on the reader's thread
-instead, at several µs each.
+interpreter, or its SQLite functions hidden), records are made in Python and their batches go
+through `sqlite3` on the reader's thread instead, at several µs a record.
 
 ``fsync`` says when records reach the disk:
 
