@@ -73,8 +73,8 @@ def test_reading_in_the_same_process_loses_nothing(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_more_than_a_writer_thread_takes_at_once(tmp_path: Path, kind: str) -> None:
-    """At 1 MiB pending (the writer thread busy) the reader stores the batch itself: nothing is
-    lost or reordered."""
+    """At 1 MiB pending (the writer thread busy) the reader waits for the thread to take the
+    batch: nothing is lost or reordered."""
     path = journal_path(tmp_path, kind)
     text = "x" * 600
     count = 40_000  # about 28 MB of records
