@@ -31,8 +31,8 @@ through `sqlite3` on the reader's thread instead, at several µs a record.
 - ``"batch"`` (default): updates are buffered and written in batches, each batch synced; a batch
   ends at 512 KiB or when it has waited 50 ms (the writer's thread writes it then, even when no
   record follows; should that thread still be busy when 1 MiB is pending, the reader waits
-  for it to take them), and at any record that is not an update (a permission decision, a line sent or
-  received), so decisions and turn boundaries are on disk at once;
+  for it to take them), and at any record that is not an update (a permission decision, a
+  line sent or received), so decisions and turn boundaries are on disk at once;
 - ``"never"``: batches as ``"batch"``, handed to the OS but never synced.
 
 A host killed with SIGKILL leaves a journal that opens cleanly and holds a gap-free prefix of
