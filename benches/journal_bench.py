@@ -4,6 +4,7 @@ side with no journal, interleaved round by round; medians.
     python benches/journal_bench.py            # 100,000 updates, 5 rounds (~1 minute)
     python benches/journal_bench.py --quick    # 10,000 updates, 3 rounds
     python benches/journal_bench.py --baseline OTHER/.venv/bin/python   # before/after, one run
+    python benches/journal_bench.py --record   # a record alone: the writer called in a loop
 
 Every runner is `acp_fast.Client` reading the same flood agent (`benches/flood_agent.py`,
 100,000 `agent_message_chunk` updates of 32 B of text) with compare.py's counting observer
@@ -39,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import acp_fast
 import compare
 from acp_fast import journal
 
@@ -146,8 +148,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure the acp-fast of this interpreter (say, another build's venv), "
         "interleaved; every measurement then runs in a fresh interpreter",
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="what making a record costs the calling thread: a writer's update() called in a "
+        "loop, less the same loop calling a no-op function",
+    )
     parser.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.record:
+        with tempfile.TemporaryDirectory(dir=args.dir) as temporary:
+            print(_record_cost(Path(temporary), args.rounds or 5))
+        return 0
     if args.one is not None:  # one measurement for --baseline's parent, as JSON
         kind, fsync, count, directory = args.one
         compare.fast_stream(["--updates", "1000"])  # warm up
@@ -197,6 +209,62 @@ def main(argv: list[str] | None = None) -> int:
         f"{compare.machine_line()}"
     )
     return 0
+
+
+def _record_cost(directory: Path, rounds: int) -> str:
+    """Thread CPU per record of each kind's writer called from Python (fsync="never"), less a
+    no-op call, median of `rounds`; the envelope is the flood agent's 32 B chunk."""
+    update = acp_fast.Update(
+        kind=acp_fast.UpdateKind.AGENT_MESSAGE_CHUNK,
+        session_update="agent_message_chunk",
+        transport_epoch=1,
+        update_sequence=1,
+        session_id="s-1",
+        envelope=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-1",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "x" * 32},
+                    },
+                },
+            },
+            separators=(",", ":"),
+        ),
+        text="x" * 32,
+    )
+    count = 1_000_000
+
+    def noop(update: acp_fast.Update) -> None:
+        pass
+
+    found: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    for _ in range(rounds):
+        for kind in KINDS:
+            path = directory / f"record-{kind}"
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                leftover.unlink(missing_ok=True)
+            cls = journal.JsonlJournal if kind == "jsonl" else journal.SqliteJournal
+            recording = cls(path, "never")
+            record = recording.on_update
+            started = time.thread_time()
+            for _ in range(count):
+                noop(update)
+            base = time.thread_time() - started
+            started = time.thread_time()
+            for _ in range(count):
+                record(update)
+            spent = time.thread_time() - started
+            recording.close()
+            found[kind].append((spent - base) / count * 1e6)
+    return "\n".join(
+        f"{kind}: {statistics.median(values):.3f} µs a record on the calling thread "
+        f"(median of {rounds})"
+        for kind, values in found.items()
+    )
 
 
 def _table(
