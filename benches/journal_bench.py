@@ -4,6 +4,7 @@ side with no journal, interleaved round by round; medians.
     python benches/journal_bench.py            # 100,000 updates, 5 rounds (~1 minute)
     python benches/journal_bench.py --quick    # 10,000 updates, 3 rounds
     python benches/journal_bench.py --baseline OTHER/.venv/bin/python   # before/after, one run
+    python benches/journal_bench.py --record   # a record alone: the writer called in a loop
 
 Every runner is `acp_fast.Client` reading the same flood agent (`benches/flood_agent.py`,
 100,000 `agent_message_chunk` updates of 32 B of text) with compare.py's counting observer
@@ -14,8 +15,11 @@ host's CPU time per update is steadier than the wall rate on a shared machine, g
 the whole process (`time.process_time`: the reader, the journal's work on the reader's thread
 and the journal writer's own thread; the agent is another process) and the reader's thread
 alone (`time.thread_time`: what the journal adds to the reader). The journal's share is the
-difference from no journal. Bytes per update: the JSONL file, or the SQLite database after a
-checkpoint, divided by the updates (the handshake's and the prompt's six wire lines included).
+median over rounds of its difference from the same round's no-journal run (and "vs no
+journal" the median of the rounds' ratios): paired within a round, so the load of a shared
+machine, which shifts between rounds, largely cancels. Bytes per update: the JSONL file, or
+the SQLite database after a checkpoint, divided by the updates (the handshake's and the
+prompt's six wire lines included).
 With --baseline each measurement runs in a fresh interpreter of either build, interleaved.
 fsync="every" syncs each update, so it runs 1,000 updates (its rate is per update).
 Journals are written to --dir (default: a temporary directory on the same disk as /tmp).
@@ -36,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import acp_fast
 import compare
 from acp_fast import journal
 
@@ -143,8 +148,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure the acp-fast of this interpreter (say, another build's venv), "
         "interleaved; every measurement then runs in a fresh interpreter",
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="what making a record costs the calling thread: a writer's update() called in a "
+        "loop, less the same loop calling a no-op function",
+    )
     parser.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.record:
+        with tempfile.TemporaryDirectory(dir=args.dir) as temporary:
+            print(_record_cost(Path(temporary), args.rounds or 5))
+        return 0
     if args.one is not None:  # one measurement for --baseline's parent, as JSON
         kind, fsync, count, directory = args.one
         compare.fast_stream(["--updates", "1000"])  # warm up
@@ -196,6 +211,62 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _record_cost(directory: Path, rounds: int) -> str:
+    """Thread CPU per record of each kind's writer called from Python (fsync="never"), less a
+    no-op call, median of `rounds`; the envelope is the flood agent's 32 B chunk."""
+    update = acp_fast.Update(
+        kind=acp_fast.UpdateKind.AGENT_MESSAGE_CHUNK,
+        session_update="agent_message_chunk",
+        transport_epoch=1,
+        update_sequence=1,
+        session_id="s-1",
+        envelope=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-1",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "x" * 32},
+                    },
+                },
+            },
+            separators=(",", ":"),
+        ),
+        text="x" * 32,
+    )
+    count = 1_000_000
+
+    def noop(update: acp_fast.Update) -> None:
+        pass
+
+    found: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    for _ in range(rounds):
+        for kind in KINDS:
+            path = directory / f"record-{kind}"
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                leftover.unlink(missing_ok=True)
+            cls = journal.JsonlJournal if kind == "jsonl" else journal.SqliteJournal
+            recording = cls(path, "never")
+            record = recording.on_update
+            started = time.thread_time()
+            for _ in range(count):
+                noop(update)
+            base = time.thread_time() - started
+            started = time.thread_time()
+            for _ in range(count):
+                record(update)
+            spent = time.thread_time() - started
+            recording.close()
+            found[kind].append((spent - base) / count * 1e6)
+    return "\n".join(
+        f"{kind}: {statistics.median(values):.3f} µs a record on the calling thread "
+        f"(median of {rounds})"
+        for kind, values in found.items()
+    )
+
+
 def _table(
     runners: dict[str, tuple[str | None, journal.Fsync, int]],
     found: dict[str, list[tuple[float, float, float]]],
@@ -204,7 +275,15 @@ def _table(
     def median(name: str, column: int) -> float:
         return statistics.median(values[column] for values in found[name])
 
-    base, base_cpu, base_thread = (median("no journal", c) for c in range(3))
+    def paired(name: str, column: int) -> float:
+        """The median over rounds of this runner's value less the same round's no journal."""
+        pairs = zip(found[name], found["no journal"], strict=True)
+        return statistics.median(values[column] - base[column] for values, base in pairs)
+
+    def ratio(name: str) -> float:
+        pairs = zip(found[name], found["no journal"], strict=True)
+        return statistics.median(values[0] / base[0] for values, base in pairs)
+
     lines = [
         "| journal | fsync | updates/s | vs no journal | host CPU µs/update | journal's share "
         "(µs) | reader thread µs/update | journal's share there (µs) | bytes/update |",
@@ -218,8 +297,8 @@ def _table(
             )
             continue
         lines.append(
-            f"| {kind} | {fsync} | {rate:,.0f} | {rate / base:.2f}x | {cpu:.2f} | "
-            f"{cpu - base_cpu:.2f} | {thread:.2f} | {thread - base_thread:.2f} | {sizes[name]} |"
+            f"| {kind} | {fsync} | {rate:,.0f} | {ratio(name):.2f}x | {cpu:.2f} | "
+            f"{paired(name, 1):.2f} | {thread:.2f} | {paired(name, 2):.2f} | {sizes[name]} |"
         )
     return "\n".join(lines)
 

@@ -1,8 +1,8 @@
 """Crash safety: a host streaming 100,000 updates into a journal is SIGKILLed at a random
-point mid-stream, 21 times per kind (7 per fsync mode). Every journal must open, hold a
-gap-free prefix of the stream with no torn record (a torn tail is dropped with one warning),
-hold every update the journal had recorded before the kill with fsync="every", and take new
-records after its last one when reopened."""
+point mid-stream, 21 times per kind (7 per fsync mode; `Client` and `AsyncClient` in turn).
+Every journal must open, hold a gap-free prefix of the stream with no torn record (a torn tail
+is dropped with one warning), hold every update the journal had recorded before the kill with
+fsync="every", and take new records after its last one when reopened."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ TEXT = ("abcdefghijklmnopqrstuvwxyz" * 2)[:32]
 
 
 def kill_after_first_update(
-    kind: str, path: Path, fsync: str, progress: Path, delay: float
+    kind: str, path: Path, fsync: str, progress: Path, delay: float, driver: str = "blocking"
 ) -> tuple[int, int]:
     """Start the host, SIGKILL it `delay` s after its first recorded update; the last recorded
     sequence it reported and the agent's pid."""
     progress.write_bytes(bytes(16))
     host = subprocess.Popen(
-        [sys.executable, str(HOST), kind, str(path), fsync, str(progress), str(COUNT)],
+        [sys.executable, str(HOST), kind, str(path), fsync, str(progress), str(COUNT), driver],
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -76,10 +76,11 @@ def test_sigkill_mid_stream_leaves_a_clean_prefix(tmp_path: Path, kind: str) -> 
     summary = []
     for run in range(RUNS):
         fsync = journal.FSYNC_MODES[run % 3]
+        driver = ("blocking", "async")[run % 2]  # with the fsync modes: every pair, in turn
         path = tmp_path / f"run-{run}"
         delay = rng.uniform(0.0, 0.06)
-        reported, _ = kill_after_first_update(kind, path, fsync, progress, delay)
-        where = f"seed {SEED}, {kind}, run {run}, fsync={fsync}, delay {delay:.3f} s"
+        reported, _ = kill_after_first_update(kind, path, fsync, progress, delay, driver)
+        where = f"seed {SEED}, {kind}, {driver}, run {run}, fsync={fsync}, delay {delay:.3f} s"
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

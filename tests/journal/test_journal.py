@@ -344,28 +344,6 @@ def test_a_corrupted_last_record_stops_the_next_writer(tmp_path: Path) -> None:
         journal.JsonlJournal(path)
 
 
-@pytest.mark.parametrize(
-    ("sql", "message"),
-    [
-        ("UPDATE records SET kind = 'bogus' WHERE n = 3", "record 3: unknown kind 'bogus'"),
-        ("DELETE FROM records WHERE n = 3", "record 3: numbered 4: a record is missing"),
-        ("UPDATE records SET update_sequence = 'x' WHERE n = 3", "record 3: a field has the"),
-        ("UPDATE records SET fields = '{' WHERE n = 3", "record 3: its fields are not valid"),
-    ],
-)
-def test_a_corrupted_sqlite_record_names_file_and_number(
-    tmp_path: Path, sql: str, message: str
-) -> None:
-    path = tmp_path / "j.sqlite"
-    write_some(path, "sqlite")
-    with sqlite3.connect(path) as connection:
-        connection.execute(sql)
-    connection.close()
-    with pytest.raises(JournalError, match=message) as caught:
-        read_all(path)
-    assert str(caught.value).startswith(f"{path}: record 3: ")
-
-
 def test_files_that_are_not_journals(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as connection:

@@ -13,6 +13,7 @@ from typing import Any
 import acp_fast as acp
 import pytest
 from acp_fast import journal
+from conftest import client_class
 
 from .kit import KINDS, journal_path, make
 
@@ -44,11 +45,16 @@ class Seen:
 
 
 def converse(
-    command: tuple[str, ...], observer: Any, prompts: list[str], cwd: Path, **options: Any
+    command: tuple[str, ...],
+    observer: Any,
+    prompts: list[str],
+    cwd: Path,
+    driver: str = "blocking",
+    **options: Any,
 ) -> tuple[list[acp.PromptResult], str]:
-    """Run the prompts; the results and the agent's stderr tail (read after close(), when the
-    core has drained all of it)."""
-    with acp.Client(
+    """Run the prompts (`driver`: "blocking" `Client`, "async" `AsyncClient`); the results and
+    the agent's stderr tail (read after close(), when the core has drained all of it)."""
+    with client_class(driver)(
         command[0],
         args=command[1:],
         reader_limits=acp.DEFAULT_READER_LIMITS,
@@ -66,11 +72,15 @@ def converse(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_recorded_conversation_replays_identically(tmp_path: Path, kind: str) -> None:
+def test_a_recorded_conversation_replays_identically(
+    tmp_path: Path, kind: str, client_driver: str
+) -> None:
     path = journal_path(tmp_path, kind)
     original = Seen()
     with make(kind, path, "every", observer=original) as recording:
-        results, _ = converse(DEMO_AGENT, recording, ["please write hello.txt ✓"], tmp_path)
+        results, _ = converse(
+            DEMO_AGENT, recording, ["please write hello.txt ✓"], tmp_path, client_driver
+        )
     assert results[0].response.endswith("I wrote hello.txt.")
     assert len(original.permissions) == 1 and original.permissions[0].option_id == "allow"
 
@@ -88,7 +98,7 @@ def test_a_recorded_conversation_replays_identically(tmp_path: Path, kind: str) 
     log = tmp_path / "client.log"
     with make("sqlite" if kind == "jsonl" else "jsonl", other, observer=replayed) as again:
         results_again, stderr = converse(
-            replay_agent(path, log), again, ["please write hello.txt ✓"], tmp_path
+            replay_agent(path, log), again, ["please write hello.txt ✓"], tmp_path, client_driver
         )
     assert results_again == results
     assert [u.envelope for u in replayed.updates] == [u.envelope for u in original.updates]
@@ -110,7 +120,7 @@ def test_a_recorded_conversation_replays_identically(tmp_path: Path, kind: str) 
     assert "replay: gave up" not in stderr
 
 
-def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path) -> None:
+def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path, client_driver: str) -> None:
     """A journal holding the client's lines (the wire tap), played to a client that sends a
     different cwd and prompt: each difference is named on stderr, and the play goes on."""
     path = tmp_path / "j.jsonl"
@@ -148,7 +158,7 @@ def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path) -> None:
         j.on_received('{"jsonrpc":"2.0","id":2,"result":{"stopReason":"max_tokens"}}')
     seen = Seen()
     results, stderr = converse(
-        replay_agent(path, tmp_path / "log"), seen, ["live prompt"], tmp_path
+        replay_agent(path, tmp_path / "log"), seen, ["live prompt"], tmp_path, client_driver
     )
     assert results == [acp.PromptResult("recorded", "max_tokens", None)]
     assert [u.envelope for u in seen.updates] == [chunk]
@@ -164,7 +174,7 @@ def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path) -> None:
     assert not any("client message 1 " in line for line in lines)
 
 
-def test_wire_lines_recorded_end_to_end(tmp_path: Path) -> None:
+def test_wire_lines_recorded_end_to_end(tmp_path: Path, client_driver: str) -> None:
     """With the core's `on_sent`/`on_received` tap: the journal holds the client's every line
     and the agent's answers, in order with the updates; a two-turn conversation replays turn
     by turn with the recorded stop reasons and no difference in the client's messages."""
@@ -172,7 +182,7 @@ def test_wire_lines_recorded_end_to_end(tmp_path: Path) -> None:
         path = journal_path(tmp_path, kind, f"wire-{kind}")
         prompts = ["please write hello.txt", "just say hi"]
         with make(kind, path, transport_epoch=5) as recording:
-            results, _ = converse(DEMO_AGENT, recording, prompts, tmp_path)
+            results, _ = converse(DEMO_AGENT, recording, prompts, tmp_path, client_driver)
         records = list(journal.read(path))
         sent = [json.loads(r.envelope) for r in records if r.kind == "sent"]
         received = [json.loads(r.envelope) for r in records if r.kind == "received"]
@@ -193,7 +203,7 @@ def test_wire_lines_recorded_end_to_end(tmp_path: Path) -> None:
 
         seen = Seen()
         again, stderr = converse(
-            replay_agent(path, tmp_path / f"log-{kind}"), seen, prompts, tmp_path
+            replay_agent(path, tmp_path / f"log-{kind}"), seen, prompts, tmp_path, client_driver
         )
         assert again == results  # per turn: reply, stop reason
         assert "differs" not in stderr and "not recorded" not in stderr

@@ -5,14 +5,13 @@ reader in the same process losing nothing, more pending than a writer thread tak
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from acp_fast import _core, journal
 from acp_fast.journal import JournalError, RecordKind
+from acp_fast.journal import sqlite as journal_sqlite
 
 from .kit import KINDS, Recorder, journal_path, make, permission, update
 from .kit import records as read_all
@@ -23,16 +22,16 @@ SENT = '{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":
 @pytest.fixture
 def no_shared_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     """As where `_sqlite3` is built into the interpreter: no module for the core to look in."""
-    monkeypatch.setattr(journal, "_sqlite_library", lambda: None)
+    monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
 
 
 def test_each_kind_gets_the_core_writer_when_it_can(tmp_path: Path) -> None:
     with make("jsonl", journal_path(tmp_path, "jsonl")) as j:
         assert isinstance(j._writer, _core.JournalWriter)
-    library = journal._sqlite_library()
+    library = journal_sqlite._sqlite_library()
     with make("sqlite", journal_path(tmp_path, "sqlite")) as j:
         if library is None:  # this Python has _sqlite3 built in
-            assert isinstance(j._writer, journal._SqliteFallback)
+            assert isinstance(j._writer, journal_sqlite._SqliteFallback)
         else:
             assert isinstance(j._writer, _core.SqliteWriter)
             assert Path(library).name.startswith("_sqlite3.")
@@ -41,10 +40,10 @@ def test_each_kind_gets_the_core_writer_when_it_can(tmp_path: Path) -> None:
 def test_the_core_refuses_a_library_that_is_not_the_loaded_one(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "sqlite")
     make("sqlite", path).close()  # a journal database
-    version = journal._SQLITE_VERSION
+    version = journal_sqlite._SQLITE_VERSION
     with pytest.raises(LookupError, match="is not loaded"):
         _core.SqliteWriter(str(tmp_path / "_sqlite3.so"), version, str(path), "batch", 0, 0)
-    library = journal._sqlite_library()
+    library = journal_sqlite._sqlite_library()
     if library is not None:
         with pytest.raises(LookupError, match="not 1"):
             _core.SqliteWriter(library, 1, str(path), "batch", 0, 0)
@@ -74,8 +73,8 @@ def test_reading_in_the_same_process_loses_nothing(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_more_than_a_writer_thread_takes_at_once(tmp_path: Path, kind: str) -> None:
-    """At 1 MiB pending (the writer thread busy) the reader stores the batch itself: nothing is
-    lost or reordered."""
+    """At 1 MiB pending (the writer thread busy) the reader waits for the thread to take the
+    batch: nothing is lost or reordered."""
     path = journal_path(tmp_path, kind)
     text = "x" * 600
     count = 40_000  # about 28 MB of records
@@ -120,7 +119,7 @@ def test_the_sqlite3_fallback_records_every_callback(
     path = journal_path(tmp_path, "sqlite")
     mine = Recorder()
     j = make("sqlite", path, observer=mine)
-    assert isinstance(j._writer, journal._SqliteFallback)
+    assert isinstance(j._writer, journal_sqlite._SqliteFallback)
     j.on_sent(SENT)
     j.on_update(update(1))
     j.on_permission_commit(permission())
@@ -143,29 +142,3 @@ def test_the_sqlite3_fallback_records_every_callback(
     ]
     assert found[2].permission() == permission()
     assert [name for name, _ in mine.calls] == ["sent", "update", "permission", "update"]
-
-
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_both_sqlite_writers_write_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
-    if writer == "fallback":
-        monkeypatch.setattr(journal, "_sqlite_library", lambda: None)
-    path = journal_path(tmp_path, "sqlite")
-    with make("sqlite", path, "every", transport_epoch=7) as j:
-        j.on_sent(SENT)
-        j.on_update(update(1, session="s-2", epoch=3))
-        j.on_permission_commit(permission())
-    connection = sqlite3.connect(path)
-    try:
-        rows: list[Any] = connection.execute(
-            "SELECT n, kind, transport_epoch, update_sequence, session_id, typeof(time_ns), "
-            "fields IS NULL FROM records ORDER BY n"
-        ).fetchall()
-    finally:
-        connection.close()
-    assert rows == [
-        (1, "sent", 7, 0, "s-1", "integer", 1),
-        (2, "update", 3, 1, "s-2", "integer", 1),
-        (3, "permission", 7, 0, "s-1", "integer", 0),
-    ]

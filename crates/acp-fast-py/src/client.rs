@@ -23,6 +23,7 @@ use acp_proto::{Connection, Outcome};
 
 use crate::driver::{Callbacks, Driven, Run};
 use crate::errors::{to_pyerr, CallError};
+use crate::journal::Hook;
 use crate::options;
 use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;
@@ -412,8 +413,17 @@ impl CoreClient {
             let value = options.getattr(name)?;
             Ok((!value.is_none()).then(|| value.unbind()))
         };
+        // A journal's own `update` as on_update: the driver records each update into it
+        // directly, and calls only the observer it wraps.
+        let on_update = get("on_update")?;
+        let hook = on_update.as_ref().and_then(|c| Hook::find(c.bind(py)));
+        let (journal, on_update) = match hook {
+            Some((hook, inner)) => (Some(hook), inner),
+            None => (None, on_update),
+        };
         let callbacks = Callbacks {
-            on_update: get("on_update")?,
+            on_update,
+            journal,
             permission_preview: get("permission_preview")?,
             permission_commit: get("permission_commit")?,
             on_sent: get("on_sent")?,

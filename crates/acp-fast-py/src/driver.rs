@@ -19,6 +19,7 @@ use acp_proto::{AskId, Connection, Event, Outcome};
 use crate::client::{CoreClient, Shared};
 use crate::errors::{kind_names, CallError};
 use crate::host::{HostFailure, HostRequest};
+use crate::journal::{Envelope, Hook, UpdateRecord};
 use crate::reply::{text_object, ReplyBuilder};
 use crate::update::Update;
 
@@ -26,6 +27,9 @@ use crate::update::Update;
 #[derive(Default)]
 pub(crate) struct Callbacks {
     pub on_update: Option<Py<PyAny>>,
+    /// The journal `on_update` belonged to (`on_update` is then the observer it wraps): each
+    /// update is recorded into it without a Python call, before `on_update`.
+    pub journal: Option<Hook>,
     pub permission_preview: Option<Py<PyAny>>,
     pub permission_commit: Option<Py<PyAny>>,
     /// Every line the client writes, before it is written (journals).
@@ -51,6 +55,7 @@ impl Callbacks {
         ]
         .into_iter()
         .flatten()
+        .chain(self.journal.iter().map(Hook::object))
     }
 }
 
@@ -103,7 +108,7 @@ pub(crate) enum Asked {
 /// stack for one event, so the size difference of its variants costs nothing.)
 #[allow(clippy::large_enum_variant)]
 enum Handled<'py> {
-    Update(Bound<'py, Update>, Option<String>, Option<String>),
+    Update(Option<Bound<'py, Update>>, Option<String>, Option<String>),
     Flow(Flow),
 }
 
@@ -250,6 +255,16 @@ impl<'py, 'c> Run<'py, 'c> {
                 routed,
             })) => match self.on_update(&driven.callbacks, &update) {
                 Ok(object) => {
+                    // The fold takes the Update object even when no observer made one.
+                    let object = match object {
+                        None if routed && driven.callbacks.fold.is_some() => {
+                            match self.update_object(&update) {
+                                Ok(object) => Some(object),
+                                Err(fail) => return Err(self.fail(driven, fail)),
+                            }
+                        }
+                        object => object,
+                    };
                     if joined {
                         match driven.aio.as_mut() {
                             None => self.reply.push(self.py, &update.text, update.ascii),
@@ -313,7 +328,7 @@ impl<'py, 'c> Run<'py, 'c> {
                 .session(&session)
                 .map(|s| s.modes.available.iter().map(|m| m.id.clone()).collect())
                 .unwrap_or_default();
-            match fold.bind(self.py).call1((object, modes)) {
+            match fold.bind(self.py).call1((object.as_ref(), modes)) {
                 Ok(answer) => pause = answer.is_truthy().unwrap_or(false),
                 Err(error) => {
                     self.failed_session = Some(session);
@@ -507,24 +522,52 @@ impl<'py, 'c> Run<'py, 'c> {
         CallError::Python(error)
     }
 
+    /// Delivers an update: into the journal (if any), then to the observer's `on_update`
+    /// with the `Update` object it returns (None: only a journal took it, no object made).
     fn on_update(
         &mut self,
         callbacks: &Callbacks,
         update: &UpdateEvent<'_>,
-    ) -> Result<Bound<'py, Update>, Fail> {
+    ) -> Result<Option<Bound<'py, Update>>, Fail> {
         let py = self.py;
         self.shared
             .flags
             .next_update_sequence
             .store(update.update_sequence + 1, Ordering::Relaxed);
         self.delivered += 1;
+        if let Some(journal) = &callbacks.journal {
+            let record = UpdateRecord {
+                epoch: update.transport_epoch,
+                sequence: update.update_sequence,
+                session: &update.session_id,
+                // One line (the reader splits at newlines) the core parsed as a JSON object.
+                envelope: Envelope::Verbatim(update.envelope.as_bytes()),
+            };
+            if let Err(error) = journal.record(py, record) {
+                return Err(Fail::Callback("on_update", error));
+            }
+        }
         let Some(callback) = &callbacks.on_update else {
+            if callbacks.journal.is_some() {
+                return Ok(None);
+            }
             let error = AcpError::MissingDurableObserver(format!(
                 "update {} ({}) arrived but the observer has no on_update to record it",
                 update.update_sequence, update.session_update
             ));
             return Err(Fail::Missing(error));
         };
+        let object = self.update_object(update)?;
+        match callback.bind(py).call1((&object,)) {
+            Err(error) => return Err(Fail::Callback("on_update", error)),
+            Ok(answer) => self.not_awaitable("on_update", &answer)?,
+        }
+        Ok(Some(object))
+    }
+
+    /// The `Update` object observers and the fold are given.
+    fn update_object(&mut self, update: &UpdateEvent<'_>) -> Result<Bound<'py, Update>, Fail> {
+        let py = self.py;
         let session_update = if update.kind == UpdateKind::Unknown {
             PyString::new(py, &update.session_update).unbind()
         } else {
@@ -547,12 +590,7 @@ impl<'py, 'c> Run<'py, 'c> {
                 .as_ref()
                 .map(|v| PyString::new(py, v).unbind()),
         };
-        let object = Bound::new(py, object).map_err(Fail::py)?;
-        match callback.bind(py).call1((&object,)) {
-            Err(error) => return Err(Fail::Callback("on_update", error)),
-            Ok(answer) => self.not_awaitable("on_update", &answer)?,
-        }
-        Ok(object)
+        Bound::new(py, object).map_err(Fail::py)
     }
 
     /// Writes every queued line, whole and in order, with the GIL released while it waits.

@@ -20,8 +20,10 @@ pub(crate) const BATCH_BYTES: usize = 512 << 10;
 /// ... or when its oldest record has waited this long.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A store slower than the reader (the thread still busy with the last batch): at this many
-/// pending bytes the reader stores them itself, waiting for the store. So what a crash can
-/// lose before the OS has it stays under 1 MiB, as when the reader wrote every batch.
+/// pending bytes the reader waits, with the GIL released, until the thread takes them (it
+/// neither stores them itself, which would put the store's CPU on the reader's thread, nor
+/// lets them grow). So what a crash can lose before the OS has it stays under 1 MiB besides
+/// the batch being stored.
 pub(crate) const MAX_PENDING_BYTES: usize = 1 << 20;
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +76,9 @@ struct Sink<S: Store> {
 struct Shared<S: Store> {
     pending: Mutex<Pending<S>>,
     wake: Condvar,
+    /// Told when the thread took the pending batch (or gave up on it): a reader waiting at
+    /// `MAX_PENDING_BYTES` goes on.
+    room: Condvar,
     sink: Mutex<Sink<S>>,
     /// Set with `Sink::failed`, read without the lock on the hot path.
     failed: AtomicBool,
@@ -92,6 +97,7 @@ impl<S: Store> Shared<S> {
         }
         let mut batch = std::mem::take(&mut sink.spare);
         std::mem::swap(&mut lock(&self.pending).batch, &mut batch);
+        self.room.notify_all();
         if S::bytes(&batch) == 0 {
             sink.spare = batch;
             return Ok(());
@@ -130,6 +136,7 @@ impl<S: Store> Shared<S> {
                 if self.store_pending().is_err() {
                     let mut pending = lock(&self.pending);
                     S::discard(&mut pending.batch);
+                    self.room.notify_all();
                     if pending.stop {
                         return;
                     }
@@ -177,6 +184,7 @@ impl<S: Store> Core<S> {
                 stop: false,
             }),
             wake: Condvar::new(),
+            room: Condvar::new(),
             sink: Mutex::new(Sink {
                 store,
                 failed: None,
@@ -271,14 +279,39 @@ impl<S: Store> Core<S> {
                 after >= MAX_PENDING_BYTES,
             )
         };
-        if !update || self.every || full {
+        if !update || self.every {
             self.store_now(py)
+        } else if full {
+            self.wait_for_room(py)
         } else {
             if due {
                 self.shared.wake.notify_one();
             }
             Ok(())
         }
+    }
+
+    /// At `MAX_PENDING_BYTES`: wakes the batch thread and waits until it has taken the
+    /// pending records (or a store failed: the next record, flush() or close() raises it).
+    fn wait_for_room(&self, py: Python<'_>) -> PyResult<()> {
+        let shared = &self.shared;
+        shared.wake.notify_one();
+        py.detach(|| {
+            let mut pending = lock(&shared.pending);
+            while S::bytes(&pending.batch) >= MAX_PENDING_BYTES
+                && !pending.stop
+                && !shared.failed.load(Ordering::Acquire)
+            {
+                // Timed: a wake-up lost to a race costs one batch interval, never a hang.
+                pending = shared
+                    .room
+                    .wait_timeout(pending, BATCH_WAIT)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0;
+                shared.wake.notify_one();
+            }
+        });
+        Ok(())
     }
 
     pub fn last_record(&self) -> u64 {

@@ -11,8 +11,11 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::batch::{Core, Pending, Store, MAX_PENDING_BYTES};
+use super::batch::{Core, Store};
 use super::fsync_mode;
+use super::lines::{
+    looks_like_an_object, record_other, record_update, Envelope, Lines, Session, UpdateRecord,
+};
 use crate::update::Update;
 
 pub(crate) struct JsonlStore {
@@ -22,36 +25,26 @@ pub(crate) struct JsonlStore {
     sync: bool,
 }
 
-/// The latest update's session and its JSON string (one session in practice: no re-encode).
-#[derive(Default)]
-pub(crate) struct Session {
-    id: String,
-    json: Vec<u8>,
-}
-
 impl Store for JsonlStore {
-    type Batch = Vec<u8>;
+    type Batch = Lines;
     type Hot = Session;
 
-    fn bytes(batch: &Vec<u8>) -> usize {
-        batch.len()
+    fn bytes(batch: &Lines) -> usize {
+        batch.text.len()
     }
 
-    fn store(&mut self, batch: &mut Vec<u8>) -> Result<(), String> {
+    fn store(&mut self, batch: &mut Lines) -> Result<(), String> {
         let sync = self.sync;
-        let result =
-            self.file.write_all(batch).and_then(
-                |()| {
-                    if sync {
-                        self.file.sync_data()
-                    } else {
-                        Ok(())
-                    }
-                },
-            );
+        let result = self.file.write_all(&batch.text).and_then(|()| {
+            if sync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
         match result {
             Ok(()) => {
-                self.size += batch.len() as u64;
+                self.size += batch.text.len() as u64;
                 batch.clear();
                 Ok(())
             }
@@ -63,7 +56,7 @@ impl Store for JsonlStore {
         }
     }
 
-    fn discard(batch: &mut Vec<u8>) {
+    fn discard(batch: &mut Lines) {
         batch.clear();
     }
 }
@@ -75,56 +68,6 @@ fn strerror(error: &std::io::Error) -> String {
         Some(cut) => text[..cut].to_owned(),
         None => text,
     }
-}
-
-/// Appends `text` as a JSON string the way Python's `json.dumps` writes it (ASCII only).
-pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    for unit in text.encode_utf16() {
-        match unit {
-            0x22 => out.extend_from_slice(b"\\\""),
-            0x5c => out.extend_from_slice(b"\\\\"),
-            0x0a => out.extend_from_slice(b"\\n"),
-            0x0d => out.extend_from_slice(b"\\r"),
-            0x09 => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            0x20..=0x7e => out.push(unit as u8),
-            _ => {
-                out.extend_from_slice(b"\\u");
-                for shift in [12, 8, 4, 0] {
-                    out.push(HEX[usize::from((unit >> shift) & 0xf)]);
-                }
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-/// `{…}` on one line: what a record can embed as its `"m"` without a line break in the file.
-fn looks_like_an_object(text: &[u8]) -> bool {
-    text.first() == Some(&b'{')
-        && text.last() == Some(&b'}')
-        && memchr::memchr(b'\n', text).is_none()
-}
-
-fn push_number(out: &mut Vec<u8>, value: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-}
-
-/// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
-fn push_head(out: &mut Vec<u8>, number: u64, kind: &str, epoch: u64, sequence: u64, time: u64) {
-    out.extend_from_slice(b"{\"n\":");
-    push_number(out, number);
-    out.extend_from_slice(b",\"k\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"e\":");
-    push_number(out, epoch);
-    out.extend_from_slice(b",\"s\":");
-    push_number(out, sequence);
-    out.extend_from_slice(b",\"t\":");
-    push_number(out, time);
 }
 
 /// The writer of a JSONL journal (`acp_fast.journal.JsonlJournal`).
@@ -170,56 +113,7 @@ impl JournalWriter {
 
     /// Records an update (the observer's `on_update`), then calls the wrapped observer's.
     fn update(&self, py: Python<'_>, update: &Bound<'_, Update>) -> PyResult<()> {
-        let fields = update.get();
-        let envelope = fields.envelope.bind(py);
-        let session = fields.session_id.bind(py).to_str()?;
-        // The envelope is embedded verbatim when it looks like one line holding a JSON object
-        // (the core's always are: it parsed them); anything else (a made-up Update) is stored
-        // as a JSON string, as Python would encode it. Not a full parse: that would cost about
-        // what the rest of the record does.
-        let verbatim = match envelope.to_str() {
-            Ok(text) if looks_like_an_object(text.as_bytes()) => Some(text.as_bytes()),
-            _ => None,
-        };
-        let quoted = match verbatim {
-            Some(_) => None,
-            None => Some(json_dumps(py, envelope)?),
-        };
-        let epoch = fields.transport_epoch;
-        let sequence = fields.update_sequence;
-        self.core.append(
-            py,
-            true,
-            |pending: &mut Pending<JsonlStore>, number, time| {
-                pending.last_epoch = epoch;
-                let Pending { batch, hot, .. } = pending;
-                if hot.id != session {
-                    hot.id.clear();
-                    hot.id.push_str(session);
-                    hot.json.clear();
-                    push_json_string(&mut hot.json, session);
-                }
-                if batch.capacity() == 0 {
-                    batch.reserve(MAX_PENDING_BYTES + (64 << 10));
-                }
-                push_head(batch, number, "update", epoch, sequence, time);
-                batch.extend_from_slice(b",\"i\":");
-                batch.extend_from_slice(&hot.json);
-                match (verbatim, &quoted) {
-                    (Some(text), _) => {
-                        batch.extend_from_slice(b",\"m\":");
-                        batch.extend_from_slice(text);
-                    }
-                    (None, Some(quoted)) => {
-                        batch.extend_from_slice(b",\"x\":");
-                        batch.extend_from_slice(quoted);
-                    }
-                    (None, None) => unreachable!("an envelope is either verbatim or quoted"),
-                }
-                batch.extend_from_slice(b"}\n");
-                Ok(())
-            },
-        )?;
+        record_python_update(&self.core, py, update)?;
         if let Some(observer) = &self.observer {
             observer.bind(py).call1((update,))?;
         }
@@ -237,15 +131,7 @@ impl JournalWriter {
         epoch: Option<u64>,
         rest: &Bound<'_, PyBytes>,
     ) -> PyResult<()> {
-        let rest = rest.as_bytes();
-        self.core.append(py, false, |pending, number, time| {
-            let epoch = epoch.unwrap_or(pending.last_epoch);
-            push_head(&mut pending.batch, number, kind, epoch, 0, time);
-            pending.batch.push(b',');
-            pending.batch.extend_from_slice(rest);
-            pending.batch.push(b'\n');
-            Ok(())
-        })
+        record_other(&self.core, py, kind, epoch, rest.as_bytes())
     }
 
     /// The number of the last record made (written or pending).
@@ -276,6 +162,47 @@ impl JournalWriter {
     fn forked(&self) {
         self.core.forked();
     }
+}
+
+impl JournalWriter {
+    /// The driver's direct hook: records an update without a Python call.
+    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>) -> PyResult<()> {
+        record_update(&self.core, py, update)
+    }
+
+    /// The wrapped observer's `on_update`.
+    pub(crate) fn observer(&self) -> Option<&Py<PyAny>> {
+        self.observer.as_ref()
+    }
+}
+
+/// Records an `Update` object (a Python call of a writer's `update`). Its envelope is
+/// embedded verbatim when it looks like one line holding a JSON object (the core's always
+/// are: it parsed them); anything else (a made-up Update) is stored as a JSON string, as
+/// Python would encode it. Not a full parse: that would cost about what the rest does.
+pub(crate) fn record_python_update<S: Store<Batch = Lines, Hot = Session>>(
+    core: &Core<S>,
+    py: Python<'_>,
+    update: &Bound<'_, Update>,
+) -> PyResult<()> {
+    let fields = update.get();
+    let envelope = fields.envelope.bind(py);
+    let session = fields.session_id.bind(py).to_str()?;
+    let quoted;
+    let envelope = match envelope.to_str() {
+        Ok(text) if looks_like_an_object(text.as_bytes()) => Envelope::Verbatim(text.as_bytes()),
+        _ => {
+            quoted = json_dumps(py, envelope)?;
+            Envelope::Quoted(&quoted)
+        }
+    };
+    let record = UpdateRecord {
+        epoch: fields.transport_epoch,
+        sequence: fields.update_sequence,
+        session,
+        envelope,
+    };
+    record_update(core, py, record)
 }
 
 fn json_dumps(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {

@@ -2,23 +2,29 @@
 //! lock and a few copies, no Python string work) and stored in batches by a thread of the
 //! writer's own, so an update costs the reader a small part of what reading it does.
 //!
+//! - `lines`: the record format (one JSON object a line) both kinds store.
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
-//! - `jsonl`: `JournalWriter`, the JSONL record format and file.
-//! - `sqlite`: `SqliteWriter`, rows through the very SQLite `sqlite3` calls (`sqlite_api`).
+//! - `jsonl`: `JournalWriter`, the lines appended to a file.
+//! - `sqlite`: `SqliteWriter`, a batch of lines a row, through the very SQLite `sqlite3`
+//!   calls (`sqlite_api`).
 //!
 //! The Python side opens and checks a journal (header or schema, torn tail, last record), and
-//! makes the rare records' text (permission and activity fields, wire lines).
+//! makes the rare records' text (permission and activity fields, wire lines). When the
+//! observer is a journal, the driver hands it each update directly (`Hook`): no Python call for
+//! the journal's part.
 
 mod batch;
 mod jsonl;
+mod lines;
 mod sqlite;
 mod sqlite_api;
 
 pub(crate) use jsonl::JournalWriter;
+pub(crate) use lines::{Envelope, UpdateRecord};
 pub(crate) use sqlite::SqliteWriter;
 
 use pyo3::exceptions::PyValueError;
-use pyo3::PyResult;
+use pyo3::prelude::*;
 
 /// (store each update before returning, sync what is stored) for an fsync mode.
 fn fsync_mode(fsync: &str) -> PyResult<(bool, bool)> {
@@ -29,5 +35,46 @@ fn fsync_mode(fsync: &str) -> PyResult<(bool, bool)> {
         other => Err(PyValueError::new_err(format!(
             "fsync must be one of every, batch, never, not {other:?}"
         ))),
+    }
+}
+
+/// A core journal writer the driver records updates into directly.
+pub(crate) enum Hook {
+    Jsonl(Py<JournalWriter>),
+    Sqlite(Py<SqliteWriter>),
+}
+
+impl Hook {
+    /// The writer behind an observer's `on_update` when it is a journal writer's own `update`
+    /// (what `acp_fast.journal` sets), with the wrapped observer's `on_update`.
+    pub fn find(on_update: &Bound<'_, PyAny>) -> Option<(Hook, Option<Py<PyAny>>)> {
+        let owner = on_update.getattr("__self__").ok()?;
+        let name = on_update.getattr("__name__").ok()?;
+        if name.extract::<&str>().ok()? != "update" {
+            return None;
+        }
+        if let Ok(writer) = owner.cast::<JournalWriter>() {
+            let inner = writer.get().observer().map(|o| o.clone_ref(owner.py()));
+            return Some((Hook::Jsonl(writer.clone().unbind()), inner));
+        }
+        if let Ok(writer) = owner.cast::<SqliteWriter>() {
+            let inner = writer.get().observer().map(|o| o.clone_ref(owner.py()));
+            return Some((Hook::Sqlite(writer.clone().unbind()), inner));
+        }
+        None
+    }
+
+    pub fn record(&self, py: Python<'_>, update: UpdateRecord<'_>) -> PyResult<()> {
+        match self {
+            Hook::Jsonl(writer) => writer.get().record(py, update),
+            Hook::Sqlite(writer) => writer.get().record(py, update),
+        }
+    }
+
+    pub fn object(&self) -> &Py<PyAny> {
+        match self {
+            Hook::Jsonl(writer) => writer.as_any(),
+            Hook::Sqlite(writer) => writer.as_any(),
+        }
     }
 }

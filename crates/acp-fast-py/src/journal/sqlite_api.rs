@@ -38,10 +38,10 @@ pub(crate) struct Api {
         *mut *const c_char,
     ) -> c_int,
     pub bind_int64: unsafe extern "C" fn(*mut Stmt, c_int, i64) -> c_int,
-    /// The last argument is the destructor; null is `SQLITE_STATIC` (the text outlives the
-    /// step that reads it).
-    pub bind_text:
-        unsafe extern "C" fn(*mut Stmt, c_int, *const c_char, c_int, *const c_void) -> c_int,
+    /// The last argument is the destructor; null is `SQLITE_STATIC` (the bytes outlive the
+    /// step that reads them).
+    pub bind_blob:
+        unsafe extern "C" fn(*mut Stmt, c_int, *const c_void, c_int, *const c_void) -> c_int,
     pub bind_null: unsafe extern "C" fn(*mut Stmt, c_int) -> c_int,
     pub step: unsafe extern "C" fn(*mut Stmt) -> c_int,
     pub reset: unsafe extern "C" fn(*mut Stmt) -> c_int,
@@ -91,7 +91,7 @@ impl Api {
                 exec: symbol(handle, c"sqlite3_exec")?,
                 prepare_v2: symbol(handle, c"sqlite3_prepare_v2")?,
                 bind_int64: symbol(handle, c"sqlite3_bind_int64")?,
-                bind_text: symbol(handle, c"sqlite3_bind_text")?,
+                bind_blob: symbol(handle, c"sqlite3_bind_blob")?,
                 bind_null: symbol(handle, c"sqlite3_bind_null")?,
                 step: symbol(handle, c"sqlite3_step")?,
                 reset: symbol(handle, c"sqlite3_reset")?,

@@ -1,0 +1,247 @@
+"""Reading a journal of either kind: `journal_kind` (by content) and `read`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import warnings
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, Literal
+from urllib.parse import quote
+
+from .records import (
+    _ENVELOPE_KEY,
+    _KINDS,
+    FORMAT_NAME,
+    JSONL_HEADER,
+    SQLITE_FORMAT_VERSION,
+    SQLITE_MAGIC,
+    JournalError,
+    JournalRecord,
+    RecordKind,
+    TornRecordWarning,
+    _not_a_journal,
+)
+
+
+def journal_kind(path: str | os.PathLike[str]) -> Literal["jsonl", "sqlite"] | None:
+    """The kind of an existing journal by its first bytes; None for a missing or empty file.
+    Raises `JournalError` for a file that is neither."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            head = handle.read(len(JSONL_HEADER))
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise JournalError(name, "is a directory") from None
+    except OSError as exc:
+        raise JournalError(name, f"cannot read: {exc.strerror}") from None
+    if not head:
+        return None
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    if head == JSONL_HEADER:
+        return "jsonl"
+    raise JournalError(name, _not_a_journal(head))
+
+
+def read(path: str | os.PathLike[str]) -> Iterator[JournalRecord]:
+    """Yield the records of a journal of either kind, in order. A torn final record (JSONL) is
+    dropped with one `TornRecordWarning`; anything else wrong raises `JournalError` naming the
+    file and the record number."""
+    name = os.fspath(path)
+    kind = journal_kind(name)
+    if kind is None:
+        if not os.path.exists(name):
+            raise JournalError(name, "no such file")
+        raise JournalError(name, "empty file, not a journal")
+    if kind == "sqlite":
+        yield from _read_sqlite(name)
+    else:
+        yield from _read_jsonl(name)
+
+
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _fields(path: str, number: int, value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return _NO_FIELDS
+    if not isinstance(value, dict):
+        raise JournalError(path, "its fields are not a JSON object", number)
+    return MappingProxyType(value)
+
+
+_decode = json.JSONDecoder().decode
+_KIND_OF = {kind.value: kind for kind in RecordKind}
+
+
+def _read_jsonl(path: str) -> Iterator[JournalRecord]:
+    expected = 1
+    with open(path, "rb") as handle:
+        handle.readline()  # the header, checked by journal_kind
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                warnings.warn(
+                    f"{path}: dropped a torn final record (record {expected}, {len(raw)} "
+                    "bytes), what a crash leaves",
+                    TornRecordWarning,
+                    stacklevel=3,
+                )
+                return
+            yield _parse_line(path, raw[:-1], expected)
+            expected += 1
+
+
+def _parse_line(path: str, raw: bytes, expected: int) -> JournalRecord:
+    """One record's line (without its newline), which must be record number `expected`."""
+    try:
+        text = raw.decode("utf-8", "surrogatepass")
+        value = _decode(text)
+    except ValueError as exc:
+        raise JournalError(path, f"not valid JSON ({exc})", expected) from None
+    if not isinstance(value, dict):
+        raise JournalError(path, "not a JSON object", expected)
+    try:
+        number = value["n"]
+        kind = value["k"]
+        epoch = value["e"]
+        sequence = value["s"]
+        stamp = value["t"]
+        session = value["i"]
+    except KeyError as exc:
+        raise JournalError(path, f"lacks the key {exc}", expected) from None
+    if number != expected:
+        raise JournalError(
+            path, f"numbered {number!r}: a record is missing or out of order", expected
+        )
+    record_kind = _KIND_OF.get(kind) if isinstance(kind, str) else None
+    if record_kind is None:
+        raise JournalError(path, f"unknown kind {kind!r}", expected)
+    if not (type(epoch) is int and type(sequence) is int and type(stamp) is int) or not isinstance(
+        session, str
+    ):
+        raise JournalError(path, "a field has the wrong type", expected)
+    cut = text.find(_ENVELOPE_KEY)
+    if cut >= 0 and "m" in value:
+        # The exact text, not a re-encoding of the parsed value: what lies between the
+        # first `,"m":` (the header before it holds no such text) and the closing brace.
+        if text.endswith("}"):
+            envelope = text[cut + len(_ENVELOPE_KEY) : -1]
+        else:
+            envelope = text.rstrip(" \t\r\n")[cut + len(_ENVELOPE_KEY) : -1]
+    elif isinstance(value.get("x"), str):
+        envelope = value["x"]
+    else:
+        raise JournalError(path, "has no envelope", expected)
+    return JournalRecord(
+        number,
+        record_kind,
+        epoch,
+        sequence,
+        session,
+        stamp / 1e9,
+        envelope,
+        _fields(path, expected, value.get("p")),
+    )
+
+
+def _read_sqlite(path: str) -> Iterator[JournalRecord]:
+    try:
+        connection = sqlite3.connect(f"file:{_uri_path(path)}?mode=rw", uri=True)
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(path, f"cannot open: {exc}") from None
+    try:
+        if _check_sqlite_meta(path, connection) == 1:
+            yield from _read_rows(path, connection)
+        else:
+            yield from _read_batches(path, connection)
+    finally:
+        connection.close()
+
+
+def _read_batches(path: str, connection: sqlite3.Connection) -> Iterator[JournalRecord]:
+    """Version 2: a batch of records a row, each record a line as in a JSONL journal."""
+    expected = 1
+    try:
+        cursor = connection.execute(
+            "SELECT first_record, last_record, records FROM batches ORDER BY first_record"
+        )
+        for first, last, records in cursor:
+            if first != expected:
+                raise JournalError(
+                    path, f"a batch starts at record {first!r}: a record is missing", expected
+                )
+            if not isinstance(records, bytes) or not records.endswith(b"\n"):
+                raise JournalError(path, "its batch's records are cut short", expected)
+            lines = records.split(b"\n")
+            lines.pop()  # after the last newline: nothing
+            for raw in lines:
+                yield _parse_line(path, raw, expected)
+                expected += 1
+            if last != expected - 1:
+                raise JournalError(path, f"its batch says it ends at record {last!r}", expected - 1)
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(path, f"unreadable ({exc})", expected) from None
+
+
+def _read_rows(path: str, connection: sqlite3.Connection) -> Iterator[JournalRecord]:
+    """Version 1 (acp-fast before batch rows): a record a row of table ``records``."""
+    expected = 1
+    try:
+        cursor = connection.execute(
+            "SELECT n, kind, transport_epoch, update_sequence, session_id, time_ns, "
+            "envelope, fields FROM records ORDER BY n"
+        )
+        for row in cursor:
+            number, kind, epoch, sequence, session, stamp, envelope, fields = row
+            if number != expected:
+                raise JournalError(path, f"numbered {number!r}: a record is missing", expected)
+            if kind not in _KINDS:
+                raise JournalError(path, f"unknown kind {kind!r}", expected)
+            if not (
+                type(epoch) is int
+                and type(sequence) is int
+                and type(stamp) is int
+                and isinstance(session, str)
+                and isinstance(envelope, str)
+            ):
+                raise JournalError(path, "a field has the wrong type", expected)
+            try:
+                parsed = None if fields is None else json.loads(fields)
+            except ValueError:
+                raise JournalError(path, "its fields are not valid JSON", expected) from None
+            yield JournalRecord(
+                number,
+                RecordKind(kind),
+                epoch,
+                sequence,
+                session,
+                stamp / 1e9,
+                envelope,
+                _fields(path, expected, parsed),
+            )
+            expected += 1
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(path, f"unreadable ({exc})", expected) from None
+
+
+def _uri_path(path: str) -> str:
+    return quote(os.path.abspath(path))
+
+
+def _check_sqlite_meta(path: str, connection: sqlite3.Connection) -> int:
+    """The format version of a SQLite journal (1: a record a row; 2: a batch a row)."""
+    try:
+        rows = dict(connection.execute("SELECT key, value FROM journal_meta").fetchall())
+    except sqlite3.DatabaseError:
+        raise JournalError(path, "not an acp-fast journal (no journal_meta table)") from None
+    if rows.get("format") != FORMAT_NAME:
+        raise JournalError(path, "not an acp-fast journal (journal_meta names another format)")
+    version = rows.get("version")
+    if version not in ("1", str(SQLITE_FORMAT_VERSION)):
+        raise JournalError(path, f"journal version {version} is not supported")
+    return int(version)
