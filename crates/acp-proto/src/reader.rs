@@ -245,7 +245,10 @@ impl Storage {
             self.compact();
         }
         let end = self.end;
-        let stop = self.buffer.len.min(end.max(HOT_BYTES).saturating_add(HOT_BYTES));
+        let stop = self
+            .buffer
+            .len
+            .min(end.max(HOT_BYTES).saturating_add(HOT_BYTES));
         &mut self.buffer.as_mut_slice()[end..stop]
     }
 
