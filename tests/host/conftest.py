@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +45,22 @@ class Recorder:
 
     def on_activity(self, activity: Any) -> None:
         self.activity.append(activity)
+
+
+def run_cli(
+    tmp_path: Path, steps: list[dict[str, Any]], *flags: str, view: str = "plain"
+) -> subprocess.CompletedProcess[str]:
+    """`acp-fast run` on the scripted host agent in `tmp_path` (its log: tmp_path/agent.log)."""
+    agent = shlex.join([sys.executable, "-I", str(AGENT), str(tmp_path / "agent.log")])
+    command = [sys.executable, "-m", "acp_fast", "run", "--view", view, "--agent", agent]
+    return subprocess.run(
+        [*command, "--cwd", str(tmp_path), *flags, json.dumps(steps)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "500"},  # rich wraps at 80 columns without a terminal
+    )
 
 
 def run(target: acp.Client | acp.Session, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,33 +10,13 @@ import pytest
 from acp_fast import PermissionRule
 from acp_fast._host import parse_rule
 
-from .conftest import AGENT
+from .conftest import run_cli as run_host_cli
 
 
 def run_cli(tmp_path: Path, steps: list[dict[str, Any]], *flags: str) -> tuple[Any, str, str]:
-    log = tmp_path / "agent.log"
-    agent = shlex.join([sys.executable, "-I", str(AGENT), str(log)])
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "acp_fast",
-            "run",
-            "--view",
-            "plain",
-            "--agent",
-            agent,
-            "--cwd",
-            str(tmp_path),
-            *flags,
-            json.dumps(steps),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_host_cli(tmp_path, steps, *flags)
     assert proc.returncode == 0, proc.stderr
+    log = tmp_path / "agent.log"
     return json.loads(proc.stdout), proc.stderr, log.read_text().splitlines()[0]
 
 

@@ -4,17 +4,12 @@ plain output prints on stderr (`_host.activity_line`)."""
 from __future__ import annotations
 
 import io
-import json
-import os
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import acp_fast as acp
 from acp_fast._host import activity_line
 
-from .conftest import AGENT
+from .conftest import run_cli
 
 READ = acp.ClientMethod.FS_READ_TEXT_FILE
 WRITE = acp.ClientMethod.FS_WRITE_TEXT_FILE
@@ -84,29 +79,7 @@ def test_acp_fast_run_live_view_shows_activity(tmp_path: Path) -> None:
         {"request": {"method": "terminal/create", "params": {"command": "pwd"}}},
         {"request": {"method": "terminal/wait_for_exit", "params": {"terminalId": "term-1"}}},
     ]
-    agent = shlex.join([sys.executable, "-I", str(AGENT), str(tmp_path / "agent.log")])
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "acp_fast",
-            "run",
-            "--view",
-            "live",
-            "--agent",
-            agent,
-            "--cwd",
-            str(tmp_path),
-            "--fs",
-            "--terminal",
-            json.dumps(steps),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "COLUMNS": "500"},  # rich wraps at 80 columns without a terminal
-    )
+    proc = run_cli(tmp_path, steps, "--fs", "--terminal", view="live")
     assert proc.returncode == 0, proc.stderr
     lines = [" ".join(line.split()) for line in proc.stdout.splitlines()]
     for wanted in (

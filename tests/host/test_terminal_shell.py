@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
 import pytest
 
-from .conftest import AGENT, MakeClient, run
+from .conftest import MakeClient, run, run_cli
 from .test_terminals import alive, eventually, term
 
 SHELL = acp.ClientCapabilityConfig(
@@ -138,39 +136,13 @@ def test_the_option_is_validated(tmp_path: Path) -> None:
     assert acp.ClientCapabilityConfig().terminal_shell is None
 
 
-def cli(
-    tmp_path: Path, *flags: str, steps: list[dict[str, Any]]
-) -> subprocess.CompletedProcess[str]:
-    agent = shlex.join([sys.executable, "-I", str(AGENT), str(tmp_path / "agent.log")])
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "acp_fast",
-            "run",
-            "--view",
-            "plain",
-            "--agent",
-            agent,
-            "--cwd",
-            str(tmp_path),
-            *flags,
-            json.dumps(steps),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_cli_terminal_shell(tmp_path: Path) -> None:
     steps = [line("echo hello world"), term("wait_for_exit"), term("output")]
-    done = cli(tmp_path, "--terminal", "--terminal-shell", "/bin/sh", steps=steps)
+    done = run_cli(tmp_path, steps, "--terminal", "--terminal-shell", "/bin/sh")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[2]["result"]["output"] == "hello world\n"
-    refused = cli(tmp_path, "--terminal", "--terminal-shell", "sh", steps=steps)
+    refused = run_cli(tmp_path, steps, "--terminal", "--terminal-shell", "sh")
     assert refused.returncode == 2
     assert "--terminal-shell: terminal_shell must be an absolute path" in refused.stderr
-    alone = cli(tmp_path, "--terminal-shell", "/bin/sh", steps=steps)
+    alone = run_cli(tmp_path, steps, "--terminal-shell", "/bin/sh")
     assert alone.returncode == 2 and "--terminal-shell needs --terminal" in alone.stderr
