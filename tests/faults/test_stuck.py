@@ -10,6 +10,8 @@ because its parent had already exited: Linux keeps no link from the agent to it.
 
 from __future__ import annotations
 
+import json
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -227,3 +229,45 @@ def test_flooding_agent_stopped_from_another_thread(watch: Watch, method: str) -
 
 def _many_updates() -> acp.TransferLimits:
     return limits(update_count=10**9, response_segment_count=10**9, response_bytes=10**9)
+
+
+def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
+    watch: Watch,
+) -> None:
+    """The agent floods permission requests and never reads again, so the client's answers
+    fill its stdin while it waits for the client to read: a pipe deadlock. The turn's timeout
+    still ends the call (`TurnTimeout` after the cancel grace), and close() ends the agent."""
+    request = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "p",
+            "method": "session/request_permission",
+            "params": {
+                "sessionId": "acp-test",
+                "toolCall": {"toolCallId": "t", "title": "run", "kind": "execute"},
+                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+            },
+        },
+        separators=(",", ":"),
+    )
+    flood = f"while :; do printf '%s\\n' {sq(request)}; done"
+    client = watch.client(agent(None, flood), cancel_grace=0.3)
+    client.start()
+    session = client.default_session
+    assert session is not None
+
+    def wedged(signum: int, frame: object) -> None:
+        raise AssertionError("the call was still blocked after 60 s")
+
+    # Without the fix the call never returns: SIGALRM turns that into a failure.
+    previous = signal.signal(signal.SIGALRM, wedged)
+    signal.alarm(60)
+    try:
+        with pytest.raises(acp.TurnTimeout):
+            session.prompt("go", timeout=0.3)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert watch.journal.permissions, "the requests read before the pipes filled were answered"
+    client.close()
+    watch.assert_clean()

@@ -631,7 +631,18 @@ impl<'py, 'c> Run<'py, 'c> {
             }
             match written {
                 Ok(WriteOutcome::Wrote(count)) => driven.conn.transmitted(count),
-                Ok(WriteOutcome::Idle) => self.tick(driven)?,
+                Ok(WriteOutcome::Idle) => {
+                    self.tick(driven)?;
+                    // The agent is not taking its stdin (it may be blocked writing to us): a
+                    // call's deadline still passes, and the loop goes on to act on it.
+                    if driven
+                        .conn
+                        .poll_timeout()
+                        .is_some_and(|at| at <= self.now_ms())
+                    {
+                        return Ok(false);
+                    }
+                }
                 Err(e) => {
                     driven.conn.discard_transmit();
                     let text = if e.kind() == std::io::ErrorKind::BrokenPipe {
