@@ -26,7 +26,7 @@ from ._session import _decode_list, _SessionBase, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
 # The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
-_MORE, _WRITE, _PAUSED, _ENDED, _STOPPED = 1, 2, 4, 8, 16
+_MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
 
 # Events handled per step before yielding to the loop's other callbacks: large enough that the
 # per-step cost (one Python call, one report) vanishes against the per-update cost, small
@@ -248,6 +248,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._subscriptions: dict[str, list[Updates]] = {}
         self._fds: tuple[int, int, int, int] = (-1, -1, -1, -1)
         self._reading = self._writing = self._paused = self._step_soon = False
+        # The agent is not taking its stdin: its output is not read until it does.
+        self._backlogged = False
         self._timer: asyncio.TimerHandle | None = None
         self._guard: asyncio.Future[None] | None = None
         self._stop_error: BaseException | None = None
@@ -362,6 +364,15 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 loop.remove_reader(stdout)
                 self._reading = False
             self._paused = bool(flags & _PAUSED) and not flags & _ENDED
+        if flags & _BACKLOG and not flags & _ENDED:
+            if self._reading:
+                loop.remove_reader(stdout)
+                self._reading = False
+            self._backlogged = True
+        elif self._backlogged:
+            self._backlogged = False
+            if not flags & _ENDED:
+                self._resume_reading()
         if flags & _MORE and not flags & _PAUSED:
             self._schedule_step()
         if self._timer is not None:
@@ -434,7 +445,14 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 if not updates._half_empty():
                     return
         self._paused = False
+        self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        """Watches stdout again (unless an `updates()` queue is full or the agent's stdin is
+        backed up: what clears the last of those resumes)."""
         loop = self._loop
+        if self._paused or self._backlogged or self._reading:
+            return
         if loop is not None and not loop.is_closed() and not self._live.closed:
             loop.add_reader(self._fds[0], self._on_readable)
             self._reading = True

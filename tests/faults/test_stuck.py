@@ -22,7 +22,7 @@ import procinfo
 import pytest
 from conftest import SETSID, agent, chunk_line, emit, limits, read_lines, sq, wait_for
 
-from .kit import Watch, alive, merged, proc_table, run_child, stubborn, write_pid
+from .kit import Watch, alive, merged, proc_table, rss_bytes, run_child, stubborn, write_pid
 
 
 def prompt_logged(log: Path) -> bool:
@@ -236,7 +236,9 @@ def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
 ) -> None:
     """The agent floods permission requests and never reads again, so the client's answers
     fill its stdin while it waits for the client to read: a pipe deadlock. The turn's timeout
-    still ends the call (`TurnTimeout` after the cancel grace), and close() ends the agent."""
+    still ends the call (`TurnTimeout` after the cancel grace), the answers queued for the
+    agent stay bounded (the asyncio driver, which reads while it waits to write, stops reading
+    at 8 MiB queued), and close() ends the agent."""
     request = json.dumps(
         {
             "jsonrpc": "2.0",
@@ -251,7 +253,17 @@ def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
         separators=(",", ":"),
     )
     flood = f"while :; do printf '%s\\n' {sq(request)}; done"
-    client = watch.client(agent(None, flood), cancel_grace=0.3)
+
+    class Counting:  # keeps no records, so memory shows the client's own
+        permissions = 0
+
+        def on_update(self, update: acp.Update) -> None:
+            pass
+
+        def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+            Counting.permissions += 1
+
+    client = watch.client(agent(None, flood), cancel_grace=0.3, observer=Counting())
     client.start()
     session = client.default_session
     assert session is not None
@@ -262,12 +274,17 @@ def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
     # Without the fix the call never returns: SIGALRM turns that into a failure.
     previous = signal.signal(signal.SIGALRM, wedged)
     signal.alarm(60)
+    before = rss_bytes()
     try:
         with pytest.raises(acp.TurnTimeout):
-            session.prompt("go", timeout=0.3)
+            session.prompt("go", timeout=3.0)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    assert watch.journal.permissions, "the requests read before the pipes filled were answered"
+    grown = rss_bytes() - before
+    assert Counting.permissions, "the requests read before the pipes filled were answered"
+    # Without the bound: 114 MiB more here (measured); with it about 32 (8 MiB of queued lines,
+    # the reader, and the heap the 90,000 freed PermissionRequests left).
+    assert grown < 64 << 20, f"{grown >> 20} MiB more after 3 s of a flood nobody takes"
     client.close()
     watch.assert_clean()

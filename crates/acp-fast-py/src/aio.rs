@@ -6,7 +6,8 @@
 //! Every step returns a report: `(done, asks, cancelled_asks, flags, timeout)` — finished calls
 //! `(id, ok, value or exception)`, permission requests whose observer returned an awaitable
 //! `(token, awaitable)`, tokens of those whose session began cancelling, what the loop must
-//! arrange (`MORE`, `WRITE`, `PAUSED`, `ENDED`, `STOPPED`) and the next timer in seconds.
+//! arrange (`MORE`, `WRITE`, `PAUSED`, `ENDED`, `STOPPED`, `BACKLOG`) and the next timer in
+//! seconds.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -40,6 +41,9 @@ const PAUSED: u32 = 4;
 const ENDED: u32 = 8;
 /// The client stopped (a callback raised): only `close()` is accepted.
 const STOPPED: u32 = 16;
+/// The agent is not taking its stdin (`Connection::backlogged`): stop watching stdout until
+/// the queued lines are written, so answers to what it keeps sending cannot pile up.
+const BACKLOG: u32 = 32;
 
 /// What the asyncio driver keeps between steps.
 #[derive(Default)]
@@ -290,6 +294,9 @@ impl CoreClient {
                 }
             }
         }
+        if driven.conn.backlogged() {
+            report.flags |= BACKLOG;
+        }
         let now = run.now_ms();
         let conn = &driven.conn;
         let timeout = conn
@@ -405,7 +412,7 @@ impl CoreClient {
                     }
                 }
                 Ok(Flow::NeedInput) => {
-                    if driven.conn.output_ended() || (read && !exited) {
+                    if driven.conn.output_ended() || (read && !exited) || driven.conn.backlogged() {
                         break;
                     }
                     read = true;

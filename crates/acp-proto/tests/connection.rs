@@ -612,3 +612,37 @@ fn permission_requests_announce_their_calls_in_the_turn_record_as_sent() {
         "an amended call is merged; the other is the object as sent"
     );
 }
+
+#[test]
+fn answers_the_agent_does_not_take_are_counted_and_flag_a_backlog() {
+    let mut conn = started();
+    open(&mut conn, "a");
+    prompt(&mut conn, "a", None);
+    sent(&mut conn);
+    assert_eq!(conn.queued_bytes(), 0);
+    let request = r#"{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"a","toolCall":{"toolCallId":"t","kind":"read"},"options":[{"optionId":"y","kind":"allow_once"}]}}"#;
+    let mut answers = 0usize;
+    while !conn.backlogged() {
+        push(&mut conn, request);
+        let Ok(Some(Event::Permission { ask, .. })) = conn.poll_event() else {
+            panic!("a permission request");
+        };
+        let decided = conn.decide(ask, None).unwrap();
+        conn.send(decided);
+        answers += 1;
+    }
+    let per_answer = conn.queued_bytes() / answers;
+    assert!(
+        conn.queued_bytes() > 8 << 20 && per_answer < 100,
+        "{answers} answers queued"
+    );
+    // The agent takes half a line: counted; then everything: no backlog.
+    let (line, _) = conn.poll_transmit().unwrap();
+    let half = line.len() / 2;
+    let before = conn.queued_bytes();
+    conn.transmitted(half);
+    assert_eq!(conn.queued_bytes(), before - half);
+    sent(&mut conn);
+    assert_eq!(conn.queued_bytes(), 0);
+    assert!(!conn.backlogged());
+}

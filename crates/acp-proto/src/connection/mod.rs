@@ -24,6 +24,7 @@ mod answers;
 mod checks;
 mod host;
 mod lines;
+mod outbox;
 mod requests;
 
 pub use host::{HostAnswer, HostId};
@@ -171,7 +172,7 @@ struct Core {
     remembered: std::collections::HashMap<String, Remembered>,
     next_ask: u64,
     done: VecDeque<(CallId, Result<Outcome, AcpError>)>,
-    outbox: VecDeque<Vec<u8>>,
+    outbox: outbox::Outbox,
     /// Bytes of the front line already written.
     written: usize,
     stopped: Option<String>,
@@ -215,7 +216,7 @@ impl Connection {
                 next_host: 0,
                 next_ask: 0,
                 done: VecDeque::new(),
-                outbox: VecDeque::new(),
+                outbox: outbox::Outbox::default(),
                 written: 0,
                 stopped: None,
                 now_ms: 0,
@@ -307,6 +308,19 @@ impl Connection {
                 self.core.written = 0;
             }
         }
+    }
+
+    /// Bytes queued for the agent and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.core.outbox.bytes() - self.core.written
+    }
+
+    /// The agent is not taking what is queued for it (`outbox::BACKLOG_BYTES`): a driver
+    /// that can stop reading its output until it does should.
+    pub fn backlogged(&self) -> bool {
+        let limit =
+            outbox::BACKLOG_BYTES.max(self.core.config.limits.request_bytes.saturating_mul(2));
+        self.queued_bytes() > limit
     }
 
     /// Drops every line not yet written (the agent's stdin is gone).
