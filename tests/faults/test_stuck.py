@@ -20,7 +20,17 @@ from pathlib import Path
 import acp_fast as acp
 import procinfo
 import pytest
-from conftest import SETSID, agent, chunk_line, emit, limits, read_lines, sq, wait_for
+from conftest import (
+    SETSID,
+    agent,
+    chunk_line,
+    emit,
+    limits,
+    read_lines,
+    sq,
+    stop_line,
+    wait_for,
+)
 
 from .kit import Watch, alive, merged, proc_table, rss_bytes, run_child, stubborn, write_pid
 
@@ -231,6 +241,55 @@ def _many_updates() -> acp.TransferLimits:
     return limits(update_count=10**9, response_segment_count=10**9, response_bytes=10**9)
 
 
+PERMISSION_REQUEST = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "p",
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "acp-test",
+            "toolCall": {"toolCallId": "t", "title": "run", "kind": "execute"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+        },
+    },
+    separators=(",", ":"),
+)
+
+
+def fail_after(seconds: int) -> Callable[[], None]:
+    """SIGALRM turns a call that never returns into a failure; returns the undo."""
+
+    def wedged(signum: int, frame: object) -> None:
+        raise AssertionError(f"the call was still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, wedged)
+    signal.alarm(seconds)
+
+    def undo() -> None:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+    return undo
+
+
+def test_an_agent_that_writes_all_its_requests_before_it_reads_is_served(watch: Watch) -> None:
+    """20,000 permission requests (5 MB, more than the pipe and the reader hold) written before
+    the agent reads a line: the client's answers fill the agent's stdin long before that, so
+    the client must read on while its write waits, or both wait forever."""
+    count = 20_000
+    line = f"printf '%s\\n' {sq(PERMISSION_REQUEST)}"
+    writes = f"i=0; while [ $i -lt {count} ]; do {line}; i=$((i+1)); done"
+    reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
+    client = watch.client(agent(None, f"{writes}; {reads}"))
+    client.start()
+    undo = fail_after(60)
+    try:
+        assert client.prompt("go") == ""
+    finally:
+        undo()
+    assert len(watch.journal.permissions) == count
+
+
 def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
     watch: Watch,
 ) -> None:
@@ -239,20 +298,7 @@ def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
     still ends the call (`TurnTimeout` after the cancel grace), the answers queued for the
     agent stay bounded (the asyncio driver, which reads while it waits to write, stops reading
     at 8 MiB queued), and close() ends the agent."""
-    request = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": "p",
-            "method": "session/request_permission",
-            "params": {
-                "sessionId": "acp-test",
-                "toolCall": {"toolCallId": "t", "title": "run", "kind": "execute"},
-                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
-            },
-        },
-        separators=(",", ":"),
-    )
-    flood = f"while :; do printf '%s\\n' {sq(request)}; done"
+    flood = f"while :; do printf '%s\\n' {sq(PERMISSION_REQUEST)}; done"
 
     class Counting:  # keeps no records, so memory shows the client's own
         permissions = 0
@@ -268,19 +314,13 @@ def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
     session = client.default_session
     assert session is not None
 
-    def wedged(signum: int, frame: object) -> None:
-        raise AssertionError("the call was still blocked after 60 s")
-
-    # Without the fix the call never returns: SIGALRM turns that into a failure.
-    previous = signal.signal(signal.SIGALRM, wedged)
-    signal.alarm(60)
     before = rss_bytes()
+    undo = fail_after(60)
     try:
         with pytest.raises(acp.TurnTimeout):
             session.prompt("go", timeout=3.0)
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        undo()
     grown = rss_bytes() - before
     assert Counting.permissions, "the requests read before the pipes filled were answered"
     # Without the bound: 114 MiB more here (measured); with it about 32 (8 MiB of queued lines,

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
-use acp_os::process::PipeTransport;
+use acp_os::process::{PipeTransport, Room};
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
 use acp_proto::permission::ObserverAnswer;
@@ -614,6 +614,12 @@ impl<'py, 'c> Run<'py, 'c> {
                     }
                 }
             }
+            // While the agent's stdin is full its output is read on (bounded: not while
+            // backlogged), or an agent that writes before it reads deadlocks with us.
+            let read_too = wait
+                && !driven.conn.backlogged()
+                && !driven.conn.output_ended()
+                && !driven.conn.read_buf().is_empty();
             let Some((bytes, _)) = driven.conn.poll_transmit() else {
                 return Ok(true);
             };
@@ -621,11 +627,26 @@ impl<'py, 'c> Run<'py, 'c> {
                 return Err(AcpError::protocol("the client is closed").into());
             };
             // A pipe with room takes the line at once: no need to release the GIL for it.
+            let mut readable = false;
             let written = match pipes.try_write(bytes) {
                 Ok(WriteOutcome::Idle) if !wait => return Ok(false),
-                Ok(WriteOutcome::Idle) => self.py.detach(|| pipes.write(bytes)),
+                Ok(WriteOutcome::Idle) => match self.py.detach(|| pipes.wait_room(read_too)) {
+                    Ok(Room::Writable) => pipes.try_write(bytes),
+                    Ok(Room::Readable) => {
+                        readable = true;
+                        Ok(WriteOutcome::Idle)
+                    }
+                    Ok(Room::Idle) => Ok(WriteOutcome::Idle),
+                    Err(e) => Err(e),
+                },
                 other => other,
             };
+            if readable {
+                // Take what the agent wrote; the loop handles it, then writes on.
+                self.tick(driven)?;
+                self.read_ready(driven)?;
+                return Ok(false);
+            }
             if matches!(written, Ok(WriteOutcome::Wrote(_))) {
                 pipes.expect_answer();
             }
@@ -700,6 +721,7 @@ impl<'py, 'c> Run<'py, 'c> {
             return Err(AcpError::protocol("the client is closed").into());
         };
         pipes.set_wait(wait);
+        pipes.set_write_pending(driven.conn.queued_bytes() > 0);
         let conn = &mut driven.conn;
         let outcome = self.py.detach(|| {
             let buf = conn.read_buf();

@@ -249,6 +249,7 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             wait: Duration::from_millis(100),
             waker: None,
             wait_first: false,
+            write_pending: false,
             spin: AnswerSpin::default(),
         },
     ))
@@ -446,6 +447,8 @@ pub struct PipeTransport {
     /// The next read waits before it reads (see `expect_answer`).
     wait_first: bool,
     spin: AnswerSpin,
+    /// Lines wait for room in the agent's stdin: a read's wait ends when it has some.
+    write_pending: bool,
 }
 
 impl PipeTransport {
@@ -454,6 +457,29 @@ impl PipeTransport {
     /// with EAGAIN.
     pub fn expect_answer(&mut self) {
         self.wait_first = true;
+    }
+
+    /// Whether lines wait for room in the agent's stdin (then a read's wait ends when there
+    /// is room, so the caller can write them).
+    pub fn set_write_pending(&mut self, pending: bool) {
+        self.write_pending = pending;
+    }
+
+    /// Waits (at most 100 ms) for room in the agent's stdin, or, with
+    /// `read_too`, for bytes on its stdout: an agent that writes before it reads may be
+    /// blocked on its full stdout while its stdin is full of our lines.
+    pub fn wait_room(&self, read_too: bool) -> io::Result<Room> {
+        let Some(stdin) = &self.stdin else {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        };
+        let stdout = read_too.then(|| (self.stdout.as_raw_fd(), libc::POLLIN));
+        // Not `self.wait`, which a read that must not wait sets to zero.
+        let wait = Duration::from_millis(100);
+        Ok(match wait_for(stdin, libc::POLLOUT, wait, None, stdout)? {
+            Wait::Ready => Room::Writable,
+            Wait::Also => Room::Readable,
+            Wait::Idle | Wait::Woken => Room::Idle,
+        })
     }
 
     /// One non-blocking write attempt (`Idle` when the pipe is full): cheap enough to make
@@ -526,6 +552,8 @@ impl PipeTransport {
 /// Whether `fd` became ready within `wait`; `Woken` when the waker fired first.
 enum Wait {
     Ready,
+    /// The other descriptor (`also`) is ready.
+    Also,
     Idle,
     Woken,
 }
@@ -535,7 +563,10 @@ fn wait_for(
     events: libc::c_short,
     wait: Duration,
     waker: Option<std::os::fd::RawFd>,
+    also: Option<(std::os::fd::RawFd, libc::c_short)>,
 ) -> io::Result<Wait> {
+    let (also_fd, also_events) = also.unwrap_or((-1, 0));
+    // A negative fd is ignored by poll(2): one array serves every combination.
     let mut pollfds = [
         libc::pollfd {
             fd: fd.as_raw_fd(),
@@ -547,16 +578,14 @@ fn wait_for(
             events: libc::POLLIN,
             revents: 0,
         },
+        libc::pollfd {
+            fd: also_fd,
+            events: also_events,
+            revents: 0,
+        },
     ];
-    let count = if waker.is_some() { 2 } else { 1 };
-    // SAFETY: `count` valid pollfds.
-    let ready = unsafe {
-        libc::poll(
-            pollfds.as_mut_ptr(),
-            count as libc::nfds_t,
-            wait.as_millis() as libc::c_int,
-        )
-    };
+    // SAFETY: three valid pollfds.
+    let ready = unsafe { libc::poll(pollfds.as_mut_ptr(), 3, wait.as_millis() as libc::c_int) };
     if ready < 0 {
         let error = io::Error::last_os_error();
         if error.kind() == io::ErrorKind::Interrupted {
@@ -564,13 +593,25 @@ fn wait_for(
         }
         return Err(error);
     }
-    if pollfds[0].revents != 0 {
-        Ok(Wait::Ready)
-    } else if count == 2 && pollfds[1].revents != 0 {
-        Ok(Wait::Woken)
+    Ok(if pollfds[0].revents != 0 {
+        Wait::Ready
+    } else if pollfds[1].revents != 0 {
+        Wait::Woken
+    } else if pollfds[2].revents != 0 {
+        Wait::Also
     } else {
-        Ok(Wait::Idle)
-    }
+        Wait::Idle
+    })
+}
+
+/// What `PipeTransport::wait_room` found.
+pub enum Room {
+    /// The agent's stdin has room.
+    Writable,
+    /// Its stdin is still full, and its stdout has bytes: read them (it may be blocked
+    /// writing them, waiting for us to read, while we wait for it to read).
+    Readable,
+    Idle,
 }
 
 impl Transport for PipeTransport {
@@ -604,7 +645,22 @@ impl Transport for PipeTransport {
             match kind {
                 io::ErrorKind::Interrupted => return Ok(ReadOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
-                    let ready = wait_for(&self.stdout, libc::POLLIN, self.wait, self.waker)?;
+                    // Lines wait for the agent's stdin: its room ends the wait too.
+                    let stdin_room = self
+                        .stdin
+                        .as_ref()
+                        .filter(|_| self.write_pending)
+                        .map(|fd| (fd.as_raw_fd(), libc::POLLOUT));
+                    let ready = wait_for(
+                        &self.stdout,
+                        libc::POLLIN,
+                        self.wait,
+                        self.waker,
+                        stdin_room,
+                    )?;
+                    if let Wait::Also = ready {
+                        return Ok(ReadOutcome::Idle);
+                    }
                     if let Wait::Woken = ready {
                         return Ok(ReadOutcome::Woken);
                     }
@@ -647,7 +703,7 @@ impl Transport for PipeTransport {
                 io::ErrorKind::Interrupted => return Ok(WriteOutcome::Idle),
                 io::ErrorKind::WouldBlock => {
                     if !matches!(
-                        wait_for(stdin, libc::POLLOUT, self.wait, None)?,
+                        wait_for(stdin, libc::POLLOUT, self.wait, None, None)?,
                         Wait::Ready
                     ) {
                         return Ok(WriteOutcome::Idle);

@@ -229,9 +229,10 @@ impl Storage {
         self.buffer
             .as_mut_slice()
             .copy_within(self.start..self.end, 0);
+        // Lines read but not yet handed out may follow: keep what was scanned, shifted.
+        self.scanned -= self.start;
         self.start = 0;
         self.end = pending;
-        self.scanned = pending;
     }
 
     /// The free tail to read into. Never empty while `poll` says `NeedInput`.
@@ -279,6 +280,39 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read between two lines handed out (the driver reads on while a write waits) may move
+    /// the unread lines to the front: they still come out whole, one at a time.
+    #[test]
+    fn moving_unread_lines_keeps_them_apart() {
+        let mut storage = Storage::new(Limits {
+            message_bytes: 4 << 20,
+        })
+        .unwrap();
+        let long = vec![b'x'; HOT_BYTES + 10];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nsecond\nthird\n");
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            let buf = storage.writable();
+            let count = buf.len().min(rest.len());
+            buf[..count].copy_from_slice(&rest[..count]);
+            storage.commit(count);
+            rest = &rest[count..];
+        }
+        let Ok(Poll::Line(first)) = storage.poll() else {
+            panic!("the long line");
+        };
+        assert_eq!(storage.bytes(first), &long[..]);
+        // Past HOT_BYTES handed out: this moves "second\nthird\n" to the front.
+        assert!(!storage.writable().is_empty());
+        storage.commit(0);
+        let mut lines = Vec::new();
+        while let Ok(Poll::Line(range)) = storage.poll() {
+            lines.push(storage.bytes(range).to_vec());
+        }
+        assert_eq!(lines, [b"second".to_vec(), b"third".to_vec()]);
+    }
 
     fn feed(
         storage: &mut Storage,
