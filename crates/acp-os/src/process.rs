@@ -688,29 +688,12 @@ impl Transport for PipeTransport {
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
-        let Some(stdin) = &self.stdin else {
-            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
-        };
-        loop {
-            // SAFETY: writing from a valid buffer.
-            let count =
-                unsafe { libc::write(stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-            if count >= 0 {
-                return Ok(WriteOutcome::Wrote(count as usize));
-            }
-            let error = io::Error::last_os_error();
-            match error.kind() {
-                io::ErrorKind::Interrupted => return Ok(WriteOutcome::Idle),
-                io::ErrorKind::WouldBlock => {
-                    if !matches!(
-                        wait_for(stdin, libc::POLLOUT, self.wait, None, None)?,
-                        Wait::Ready
-                    ) {
-                        return Ok(WriteOutcome::Idle);
-                    }
-                }
-                _ => return Err(error),
-            }
+        match self.try_write(bytes)? {
+            WriteOutcome::Idle => match self.wait_room(false)? {
+                Room::Writable => self.try_write(bytes),
+                Room::Readable | Room::Idle => Ok(WriteOutcome::Idle),
+            },
+            wrote => Ok(wrote),
         }
     }
 }
