@@ -199,7 +199,9 @@ impl<'py, 'c> Run<'py, 'c> {
                     return Err(self.host_failure(driven, failure));
                 }
             }
-            self.flush(driven)?;
+            if driven.conn.poll_transmit().is_some() {
+                self.flush(driven)?;
+            }
             // Only turns with a timeout have deadlines; most lines read no clock.
             if driven.conn.poll_timeout().is_some() {
                 driven.conn.handle_timeout(self.now_ms());
@@ -505,8 +507,11 @@ impl<'py, 'c> Run<'py, 'c> {
     }
 
     pub fn take_cancels(&self, conn: &mut Connection) {
-        if !self.shared.cancel_pending.swap(false, Ordering::SeqCst) {
-            return; // the common case: one atomic load per line, no lock
+        // The common case: one plain load per line, no locked instruction and no lock.
+        if !self.shared.cancel_pending.load(Ordering::SeqCst)
+            || !self.shared.cancel_pending.swap(false, Ordering::SeqCst)
+        {
+            return;
         }
         let pending: Vec<String> = std::mem::take(&mut *crate::client::lock(&self.shared.cancels));
         for session in pending {
@@ -614,31 +619,36 @@ impl<'py, 'c> Run<'py, 'c> {
                     }
                 }
             }
-            // While the agent's stdin is full its output is read on (bounded: not while
-            // backlogged), or an agent that writes before it reads deadlocks with us.
-            let read_too = wait
-                && !driven.conn.backlogged()
-                && !driven.conn.output_ended()
-                && !driven.conn.read_buf().is_empty();
-            let Some((bytes, _)) = driven.conn.poll_transmit() else {
-                return Ok(true);
-            };
-            let Some(pipes) = driven.pipes.as_mut() else {
-                return Err(AcpError::protocol("the client is closed").into());
-            };
             // A pipe with room takes the line at once: no need to release the GIL for it.
+            let first = match driven.pipes.as_mut() {
+                Some(pipes) => pipes.try_write(bytes),
+                None => return Err(AcpError::protocol("the client is closed").into()),
+            };
             let mut readable = false;
-            let written = match pipes.try_write(bytes) {
+            let written = match first {
                 Ok(WriteOutcome::Idle) if !wait => return Ok(false),
-                Ok(WriteOutcome::Idle) => match self.py.detach(|| pipes.wait_room(read_too)) {
-                    Ok(Room::Writable) => pipes.try_write(bytes),
-                    Ok(Room::Readable) => {
-                        readable = true;
-                        Ok(WriteOutcome::Idle)
+                Ok(WriteOutcome::Idle) => {
+                    // While the agent's stdin is full its output is read on (bounded: not
+                    // while backlogged), or an agent that writes before it reads deadlocks
+                    // with us.
+                    let read_too = !driven.conn.backlogged()
+                        && !driven.conn.output_ended()
+                        && !driven.conn.read_buf().is_empty();
+                    let (Some((bytes, _)), Some(pipes)) =
+                        (driven.conn.poll_transmit(), driven.pipes.as_mut())
+                    else {
+                        return Ok(true);
+                    };
+                    match self.py.detach(|| pipes.wait_room(read_too)) {
+                        Ok(Room::Writable) => pipes.try_write(bytes),
+                        Ok(Room::Readable) => {
+                            readable = true;
+                            Ok(WriteOutcome::Idle)
+                        }
+                        Ok(Room::Idle) => Ok(WriteOutcome::Idle),
+                        Err(e) => Err(e),
                     }
-                    Ok(Room::Idle) => Ok(WriteOutcome::Idle),
-                    Err(e) => Err(e),
-                },
+                }
                 other => other,
             };
             if readable {
@@ -647,7 +657,7 @@ impl<'py, 'c> Run<'py, 'c> {
                 self.read_ready(driven)?;
                 return Ok(false);
             }
-            if matches!(written, Ok(WriteOutcome::Wrote(_))) {
+            if let (Ok(WriteOutcome::Wrote(_)), Some(pipes)) = (&written, driven.pipes.as_mut()) {
                 pipes.expect_answer();
             }
             match written {
