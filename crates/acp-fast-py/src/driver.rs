@@ -251,16 +251,17 @@ impl<'py, 'c> Run<'py, 'c> {
         let handled = match driven.conn.poll_event() {
             Err(error) => return Err(error.into()),
             Ok(None) => Handled::Flow(Flow::NeedInput),
+            // By reference: the event stays where the Connection built it.
             Ok(Some(Event::Update {
-                update,
+                ref update,
                 joined,
                 routed,
-            })) => match self.on_update(&driven.callbacks, &update) {
+            })) => match self.on_update(&driven.callbacks, update) {
                 Ok(object) => {
                     // The fold takes the Update object even when no observer made one.
                     let object = match object {
                         None if routed && driven.callbacks.fold.is_some() => {
-                            match self.update_object(&update) {
+                            match self.update_object(update) {
                                 Ok(object) => Some(object),
                                 Err(fail) => return Err(self.fail(driven, fail)),
                             }
@@ -270,7 +271,7 @@ impl<'py, 'c> Run<'py, 'c> {
                     if joined {
                         match driven.aio.as_mut() {
                             None => self.reply.push(self.py, &update.text, update.ascii),
-                            Some(aio) => aio.push_reply(self.py, &update),
+                            Some(aio) => aio.push_reply(self.py, update),
                         }
                     }
                     let publish = matches!(

@@ -59,18 +59,21 @@ impl Core {
         }
     }
 
-    pub(super) fn handle_line<'a>(&mut self, line: &'a [u8]) -> Result<Event<'a>, AcpError> {
+    /// The event of one line (always `Some`: the `Option` is `poll_event`'s, so the event is
+    /// built where the caller reads it, not moved through two return values).
+    pub(super) fn handle_line<'a>(
+        &mut self,
+        line: &'a [u8],
+    ) -> Result<Option<Event<'a>>, AcpError> {
         let line = trim(line);
         if let Some(chunk) = wire::text_chunk(line) {
             // No id, so it cannot be a response: the update path is the only one.
-            let update = self.text_chunk_update(chunk)?;
-            let (joined, routed) = self.admit(&update, None)?;
-            return Ok(Event::Update {
-                update,
-                joined,
-                routed,
-            });
+            return self.text_chunk_event(chunk);
         }
+        self.handle_message(line).map(Some)
+    }
+
+    fn handle_message<'a>(&mut self, line: &'a [u8]) -> Result<Event<'a>, AcpError> {
         let message = wire::classify(line).map_err(|e| self.wire_error(&e, line))?;
         let envelope = message.text;
         if message.result.is_some() || message.error.is_some() {
@@ -87,7 +90,16 @@ impl Core {
         match message.method.as_deref() {
             Some("session/update") => {
                 let (update, raw) = self.update(message)?;
-                let (joined, routed) = self.admit(&update, raw)?;
+                let (joined, routed) = self.admit(
+                    Admit {
+                        session_id: &update.session_id,
+                        kind: update.kind,
+                        text: &update.text,
+                        update_sequence: update.update_sequence,
+                        tool_call_id: update.tool_call_id.as_deref(),
+                    },
+                    raw,
+                )?;
                 Ok(Event::Update {
                     update,
                     joined,
@@ -256,26 +268,41 @@ impl Core {
         ))
     }
 
-    /// The same update as `update` would make of this line, read by `wire::text_chunk`.
-    pub(super) fn text_chunk_update<'a>(
+    /// The same event as `update` and `admit` would make of this line, read by
+    /// `wire::text_chunk`, built in place: the hot path of a streaming reply.
+    fn text_chunk_event<'a>(
         &mut self,
         chunk: wire::TextChunk<'a>,
-    ) -> Result<UpdateEvent<'a>, AcpError> {
+    ) -> Result<Option<Event<'a>>, AcpError> {
         let update_sequence = self.number_update(chunk.text_line)?;
         let kind = UpdateKind::from_wire(chunk.session_update);
         let text = if kind.is_chunk() { chunk.text } else { "" };
-        Ok(UpdateEvent {
-            kind,
-            session_update: std::borrow::Cow::Borrowed(chunk.session_update),
-            transport_epoch: self.config.transport_epoch,
-            update_sequence,
-            session_id: std::borrow::Cow::Borrowed(chunk.session_id),
-            envelope: chunk.text_line,
-            text: std::borrow::Cow::Borrowed(text),
-            message_id: None,
-            tool_call_id: None,
-            ascii: chunk.ascii,
-        })
+        let (joined, routed) = self.admit(
+            Admit {
+                session_id: chunk.session_id,
+                kind,
+                text,
+                update_sequence,
+                tool_call_id: None,
+            },
+            None,
+        )?;
+        Ok(Some(Event::Update {
+            update: UpdateEvent {
+                kind,
+                session_update: std::borrow::Cow::Borrowed(chunk.session_update),
+                transport_epoch: self.config.transport_epoch,
+                update_sequence,
+                session_id: std::borrow::Cow::Borrowed(chunk.session_id),
+                envelope: chunk.text_line,
+                text: std::borrow::Cow::Borrowed(text),
+                message_id: None,
+                tool_call_id: None,
+                ascii: chunk.ascii,
+            },
+            joined,
+            routed,
+        }))
     }
 
     /// Routes an update to its open session: attributes, the turn's record, and for an agent
@@ -284,16 +311,12 @@ impl Core {
     /// took the update.
     pub(super) fn admit(
         &mut self,
-        update: &UpdateEvent<'_>,
+        update: Admit<'_>,
         raw: Option<Value>,
     ) -> Result<(bool, bool), AcpError> {
         let limits = self.config.limits;
         let collect = self.config.collect_reply;
-        let Some(session) = self
-            .sessions
-            .iter_mut()
-            .find(|s| s.id == update.session_id.as_ref())
-        else {
+        let Some(session) = self.sessions.iter_mut().find(|s| s.id == update.session_id) else {
             return Ok((false, false));
         };
         if let Some(Value::Object(mut fields)) = raw {
@@ -316,9 +339,7 @@ impl Core {
                     }
                 }
                 UpdateKind::ToolCall | UpdateKind::ToolCallUpdate => {
-                    if let (Some(turn), Some(id)) =
-                        (session.turn.as_mut(), update.tool_call_id.as_deref())
-                    {
+                    if let (Some(turn), Some(id)) = (session.turn.as_mut(), update.tool_call_id) {
                         if update.kind == UpdateKind::ToolCall {
                             turn.announce(id, fields);
                         } else {
@@ -360,7 +381,7 @@ impl Core {
         match kind {
             None => {
                 if collect {
-                    capture.text.push_str(&update.text);
+                    capture.text.push_str(update.text);
                 }
                 capture.bytes += update.text.len();
                 capture.segments += 1;
@@ -379,4 +400,13 @@ impl Core {
             }
         }
     }
+}
+
+/// What `admit` reads of an update.
+pub(super) struct Admit<'u> {
+    session_id: &'u str,
+    kind: UpdateKind,
+    text: &'u str,
+    update_sequence: u64,
+    tool_call_id: Option<&'u str>,
 }

@@ -282,7 +282,7 @@ impl Connection {
             }
             // Lines are borrowed from the reader while the core changes: disjoint fields.
             let line = self.reader.bytes(range);
-            return self.core.handle_line(line).map(Some);
+            return self.core.handle_line(line);
         }
     }
 
