@@ -4,7 +4,6 @@ frozen data classes of `_types`, and makes sure no agent outlives the interprete
 from __future__ import annotations
 
 import atexit
-import inspect
 import json
 import os
 import threading
@@ -215,6 +214,8 @@ class _ClientBase(Generic[_S]):
         if on_permission is not None:
             asked = on_permission
             deferrable = self._asynchronous
+            if deferrable:
+                import inspect  # the asyncio facade's import (inspect loads ~40 modules)
 
             # The core builds the `PermissionRequest` and calls this with it.
             def preview(request: PermissionRequest) -> Any:

@@ -26,7 +26,6 @@ and 129 on SIGHUP (each ends the turn and stops the agent's group first).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import datetime
 import json
@@ -655,6 +654,8 @@ def _bench_size(
                 check(result)
                 if spent >= seconds:
                     return spent
+
+    import asyncio  # only `bench --async` needs it: loading asyncio is most of an import
 
     spent = asyncio.run(flood())
     return dataclasses.replace(row, async_updates=counted.updates, async_seconds=spent)
