@@ -290,6 +290,40 @@ def test_an_agent_that_writes_all_its_requests_before_it_reads_is_served(watch: 
     assert len(watch.journal.permissions) == count
 
 
+def test_each_line_written_to_a_full_stdin_is_tapped_once(watch: Watch) -> None:
+    """As above, with the wire tap: an answer whose write found the agent's stdin full (and
+    waited, reading on) is reported to `on_sent` once, when first tried, not again each time
+    the write is retried."""
+    count = 20_000
+    line = f"printf '%s\\n' {sq(PERMISSION_REQUEST)}"
+    writes = f"i=0; while [ $i -lt {count} ]; do {line}; i=$((i+1)); done"
+    reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
+
+    class Tapping:
+        permissions = 0
+        sent: list[str] = []
+
+        def on_update(self, update: acp.Update) -> None:
+            pass
+
+        def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+            Tapping.permissions += 1
+
+        def on_sent(self, line: str) -> None:
+            Tapping.sent.append(line)
+
+    client = watch.client(agent(None, f"{writes}; {reads}"), observer=Tapping())
+    client.start()
+    undo = fail_after(60)
+    try:
+        assert client.prompt("go") == ""
+    finally:
+        undo()
+    answers = [line for line in Tapping.sent if '"id":"p"' in line]
+    assert Tapping.permissions == count
+    assert len(answers) == count, f"{len(answers) - count} answers tapped twice"
+
+
 def test_a_turn_timeout_ends_the_call_while_the_agent_does_not_read_its_stdin(
     watch: Watch,
 ) -> None:

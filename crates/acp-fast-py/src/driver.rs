@@ -619,6 +619,9 @@ impl<'py, 'c> Run<'py, 'c> {
                         return Err(self.fail(driven, Fail::Callback("on_sent", error)));
                     }
                 }
+                // Once per line, however many writes a full pipe makes it take.
+                driven.conn.announce_transmit();
+                continue;
             }
             // A pipe with room takes the line at once: no need to release the GIL for it.
             let first = match driven.pipes.as_mut() {

@@ -646,3 +646,30 @@ fn answers_the_agent_does_not_take_are_counted_and_flag_a_backlog() {
     assert_eq!(conn.queued_bytes(), 0);
     assert!(!conn.backlogged());
 }
+
+/// A line is new to `poll_transmit` until the driver marks it, however many writes it takes;
+/// the next line is new again.
+#[test]
+fn a_line_is_announced_once_however_many_writes_it_takes() {
+    let mut conn = connection_with(limits());
+    conn.request(Request::Initialize).unwrap();
+    let (bytes, fresh) = conn.poll_transmit().unwrap();
+    let whole = bytes.len();
+    assert!(fresh);
+    conn.announce_transmit();
+    assert!(!conn.poll_transmit().unwrap().1, "marked");
+    conn.transmitted(3); // a full pipe took 3 bytes
+    let (rest, fresh) = conn.poll_transmit().unwrap();
+    assert_eq!((rest.len(), fresh), (whole - 3, false));
+    conn.transmitted(whole - 3);
+    assert!(conn.poll_transmit().is_none());
+    push(&mut conn, INIT);
+    events(&mut conn);
+    conn.request(Request::NewSession {
+        cwd: "/w",
+        additional_directories: &[],
+        mcp_servers: None,
+    })
+    .unwrap();
+    assert!(conn.poll_transmit().unwrap().1, "the next line is new");
+}

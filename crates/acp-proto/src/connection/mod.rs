@@ -175,6 +175,9 @@ struct Core {
     outbox: outbox::Outbox,
     /// Bytes of the front line already written.
     written: usize,
+    /// The front line was handed out as new (`poll_transmit`'s flag), so a retried write of
+    /// it (the pipe was full) is not reported again.
+    announced: bool,
     stopped: Option<String>,
     now_ms: u64,
 }
@@ -218,6 +221,7 @@ impl Connection {
                 done: VecDeque::new(),
                 outbox: outbox::Outbox::default(),
                 written: 0,
+                announced: false,
                 stopped: None,
                 now_ms: 0,
             },
@@ -294,10 +298,17 @@ impl Connection {
 
     // --- bytes out -----------------------------------------------------------------------
 
-    /// The unwritten rest of the next outgoing line, and whether none of it was written yet.
+    /// The unwritten rest of the next outgoing line, and whether it is new: not yet marked
+    /// by `announce_transmit` (a driver reports each line once, e.g. to a wire tap, however
+    /// many writes it takes).
     pub fn poll_transmit(&self) -> Option<(&[u8], bool)> {
         let line = self.core.outbox.front()?;
-        Some((&line[self.core.written..], self.core.written == 0))
+        Some((&line[self.core.written..], !self.core.announced))
+    }
+
+    /// Marks the front line as reported: `poll_transmit` no longer calls it new.
+    pub fn announce_transmit(&mut self) {
+        self.core.announced = self.core.outbox.front().is_some();
     }
 
     pub fn transmitted(&mut self, count: usize) {
@@ -306,6 +317,7 @@ impl Connection {
             if self.core.written >= line.len() {
                 self.core.outbox.pop_front();
                 self.core.written = 0;
+                self.core.announced = false;
             }
         }
     }
@@ -327,6 +339,7 @@ impl Connection {
     pub fn discard_transmit(&mut self) {
         self.core.outbox.clear();
         self.core.written = 0;
+        self.core.announced = false;
     }
 
     // --- calls ---------------------------------------------------------------------------
