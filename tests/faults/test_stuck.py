@@ -300,27 +300,29 @@ def test_each_line_written_to_a_full_stdin_is_tapped_once(watch: Watch) -> None:
     reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
 
     class Tapping:
-        permissions = 0
-        sent: list[str] = []
+        def __init__(self) -> None:
+            self.permissions = 0
+            self.sent: list[str] = []
 
         def on_update(self, update: acp.Update) -> None:
             pass
 
         def on_permission_commit(self, request: acp.PermissionRequest) -> None:
-            Tapping.permissions += 1
+            self.permissions += 1
 
         def on_sent(self, line: str) -> None:
-            Tapping.sent.append(line)
+            self.sent.append(line)
 
-    client = watch.client(agent(None, f"{writes}; {reads}"), observer=Tapping())
+    tapping = Tapping()
+    client = watch.client(agent(None, f"{writes}; {reads}"), observer=tapping)
     client.start()
     undo = fail_after(60)
     try:
         assert client.prompt("go") == ""
     finally:
         undo()
-    answers = [line for line in Tapping.sent if '"id":"p"' in line]
-    assert Tapping.permissions == count
+    answers = [line for line in tapping.sent if '"id":"p"' in line]
+    assert tapping.permissions == count
     assert len(answers) == count, f"{len(answers) - count} answers tapped twice"
 
 
