@@ -424,12 +424,25 @@ impl<'py, 'c> Run<'py, 'c> {
 
     /// Under asyncio, `on_update` and `on_permission_commit` must finish before the next line
     /// is handled, so an awaitable from them is a mistake that would silently drop its work.
+    #[inline]
     fn not_awaitable(
         &self,
         callback: &'static str,
         answer: &Bound<'py, PyAny>,
     ) -> Result<(), Fail> {
-        if answer.is_none() || !self.asynchronous || !answer.hasattr("__await__").unwrap_or(false) {
+        if !self.asynchronous || answer.is_none() {
+            return Ok(());
+        }
+        self.refuse_awaitable(callback, answer)
+    }
+
+    #[cold]
+    fn refuse_awaitable(
+        &self,
+        callback: &'static str,
+        answer: &Bound<'py, PyAny>,
+    ) -> Result<(), Fail> {
+        if !answer.hasattr("__await__").unwrap_or(false) {
             return Ok(());
         }
         if let Ok(close) = answer.getattr("close") {
@@ -490,6 +503,7 @@ impl<'py, 'c> Run<'py, 'c> {
 
     /// Per line, not per read: a stop requested from another thread is seen before the next
     /// line is handled, whatever is still buffered.
+    #[inline]
     pub fn check_stops(&self) -> Result<(), CallError> {
         let flags = &self.shared.flags;
         if flags.closed.load(Ordering::SeqCst) {
@@ -507,11 +521,17 @@ impl<'py, 'c> Run<'py, 'c> {
         Ok(())
     }
 
+    #[inline]
     pub fn take_cancels(&self, conn: &mut Connection) {
         // The common case: one plain load per line, no locked instruction and no lock.
-        if !self.shared.cancel_pending.load(Ordering::SeqCst)
-            || !self.shared.cancel_pending.swap(false, Ordering::SeqCst)
-        {
+        if self.shared.cancel_pending.load(Ordering::SeqCst) {
+            self.take_pending_cancels(conn);
+        }
+    }
+
+    #[cold]
+    fn take_pending_cancels(&self, conn: &mut Connection) {
+        if !self.shared.cancel_pending.swap(false, Ordering::SeqCst) {
             return;
         }
         let pending: Vec<String> = std::mem::take(&mut *crate::client::lock(&self.shared.cancels));

@@ -313,6 +313,7 @@ impl Host {
     }
 
     /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
+    #[inline]
     pub(crate) fn exits_pending(&self) -> bool {
         !self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits())
     }
