@@ -37,34 +37,88 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def line(update: dict[str, Any]) -> bytes:
-    msg = {"jsonrpc": "2.0", "method": "session/update",
-           "params": {"sessionId": "sess-1", "update": update}}
+    msg = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "sess-1", "update": update},
+    }
     return json.dumps(msg, separators=(",", ":")).encode()
 
 
 def families() -> dict[str, list[bytes]]:
     text32 = "x" * 20
-    chunk = line({"sessionUpdate": "agent_message_chunk",
-                  "content": {"type": "text", "text": text32}})
-    diff = line({"sessionUpdate": "tool_call", "toolCallId": "call_1", "title": "Edit a.py",
-                 "kind": "edit", "status": "pending",
-                 "content": [{"type": "diff", "path": "/w/a.py", "oldText": "a = 1\n" * 20,
-                              "newText": "a = 2\n" * 20}],
-                 "locations": [{"path": "/w/a.py", "line": 1}],
-                 "rawInput": {"file_path": "/w/a.py", "old_string": "a", "new_string": "b"}})
-    term = line({"sessionUpdate": "tool_call_update", "toolCallId": "call_1",
-                 "status": "in_progress", "content": [{"type": "terminal", "terminalId": "t1"}]})
-    plan = line({"sessionUpdate": "plan", "entries": [
-        {"content": f"step {i}", "priority": "medium", "status": "pending"} for i in range(10)]})
-    cmds = line({"sessionUpdate": "available_commands_update", "availableCommands": [
-        {"name": f"cmd{i}", "description": f"does thing {i}", "input": {"hint": "args"}}
-        for i in range(20)]})
-    usage = line({"sessionUpdate": "usage_update", "used": 12345, "size": 200000,
-                  "cost": {"amount": 0.42, "currency": "USD"}})
-    config = line({"sessionUpdate": "config_option_update", "configOptions": [
-        {"type": "select", "id": f"opt{i}", "name": f"Option {i}", "category": "model",
-         "currentValue": "a", "options": [{"value": v, "name": v.upper()} for v in "abcd"]}
-        for i in range(3)]})
+    chunk = line(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text32}}
+    )
+    diff = line(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "call_1",
+            "title": "Edit a.py",
+            "kind": "edit",
+            "status": "pending",
+            "content": [
+                {
+                    "type": "diff",
+                    "path": "/w/a.py",
+                    "oldText": "a = 1\n" * 20,
+                    "newText": "a = 2\n" * 20,
+                }
+            ],
+            "locations": [{"path": "/w/a.py", "line": 1}],
+            "rawInput": {"file_path": "/w/a.py", "old_string": "a", "new_string": "b"},
+        }
+    )
+    term = line(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call_1",
+            "status": "in_progress",
+            "content": [{"type": "terminal", "terminalId": "t1"}],
+        }
+    )
+    plan = line(
+        {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": f"step {i}", "priority": "medium", "status": "pending"}
+                for i in range(10)
+            ],
+        }
+    )
+    cmds = line(
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": f"cmd{i}", "description": f"does thing {i}", "input": {"hint": "args"}}
+                for i in range(20)
+            ],
+        }
+    )
+    usage = line(
+        {
+            "sessionUpdate": "usage_update",
+            "used": 12345,
+            "size": 200000,
+            "cost": {"amount": 0.42, "currency": "USD"},
+        }
+    )
+    config = line(
+        {
+            "sessionUpdate": "config_option_update",
+            "configOptions": [
+                {
+                    "type": "select",
+                    "id": f"opt{i}",
+                    "name": f"Option {i}",
+                    "category": "model",
+                    "currentValue": "a",
+                    "options": [{"value": v, "name": v.upper()} for v in "abcd"],
+                }
+                for i in range(3)
+            ],
+        }
+    )
     real = []
     for path in sorted(glob.glob(str(ROOT / "tests" / "interop" / "data" / "*.jsonl"))):
         for raw in Path(path).read_text().splitlines():
@@ -77,10 +131,16 @@ def families() -> dict[str, list[bytes]]:
                 except m.ProtocolDecodeError:
                     continue
                 real.append(b)
-    return {"text chunk (32 B)": [chunk], "tool_call with a diff": [diff],
-            "tool_call_update, terminal": [term], "plan, 10 entries": [plan],
-            "available_commands, 20": [cmds], "usage_update": [usage],
-            "config_option_update, 3 selects": [config], "transcripts' updates": real}
+    return {
+        "text chunk (32 B)": [chunk],
+        "tool_call with a diff": [diff],
+        "tool_call_update, terminal": [term],
+        "plan, 10 entries": [plan],
+        "available_commands, 20": [cmds],
+        "usage_update": [usage],
+        "config_option_update, 3 selects": [config],
+        "transcripts' updates": real,
+    }
 
 
 def runners() -> dict[str, Callable[[bytes], Any]]:
@@ -107,8 +167,11 @@ def time_per_line(fn: Callable[[bytes], Any], lines: list[bytes], repeat: int) -
 
 def decode_table(rounds: int, budget: int) -> str:
     fams, runs = families(), runners()
-    out = ["| family | " + " | ".join(f"{r} ns" for r in runs) + " | sdk / fast strict | "
-           "sdk / fast lenient |", "|---" * (len(runs) + 3) + "|"]
+    out = [
+        "| family | " + " | ".join(f"{r} ns" for r in runs) + " | sdk / fast strict | "
+        "sdk / fast lenient |",
+        "|---" * (len(runs) + 3) + "|",
+    ]
     for name, lines in fams.items():
         for fn in runs.values():  # warm up, and check every runner accepts the lines
             for b in lines:
@@ -144,10 +207,16 @@ def fold_case(kind: str, n: int) -> float:
 
 
 def fold_table(sizes: list[int]) -> str:
-    kinds = ["chunks into one message", "distinct message ids",
-             "tool_call_updates of one call", "tool calls"]
-    out = ["| fold of N | " + " | ".join(f"N={n:,} s" for n in sizes) + " | growth per 10x |",
-           "|---" * (len(sizes) + 2) + "|"]
+    kinds = [
+        "chunks into one message",
+        "distinct message ids",
+        "tool_call_updates of one call",
+        "tool calls",
+    ]
+    out = [
+        "| fold of N | " + " | ".join(f"N={n:,} s" for n in sizes) + " | growth per 10x |",
+        "|---" * (len(sizes) + 2) + "|",
+    ]
     for k in kinds:
         ts = [min(fold_case(k, n) for _ in range(3)) for n in sizes]  # min: a busy machine
         growth = " / ".join(f"{ts[i] / ts[i - 1] / 10:.2f}" for i in range(1, len(ts)))
@@ -167,8 +236,10 @@ def live_lenient(n: int) -> str:
         for b in lines:
             state = m.apply(state, m.decode_update(b, strict=False), strict=False)
         best = min(best, time.perf_counter() - t0)
-    return (f"decode + fold of {n:,} chunk lines (lenient): {best:.3f} s, "
-            f"{n / best:,.0f} updates/s, {best / n * 1e9:,.0f} ns per update")
+    return (
+        f"decode + fold of {n:,} chunk lines (lenient): {best:.3f} s, "
+        f"{n / best:,.0f} updates/s, {best / n * 1e9:,.0f} ns per update"
+    )
 
 
 def main() -> None:
@@ -180,8 +251,10 @@ def main() -> None:
     import msgspec
     import pydantic
 
-    print(f"msgspec {msgspec.__version__}, orjson {orjson.__version__}, "
-          f"pydantic {pydantic.VERSION}; medians of {rounds} interleaved rounds\n")
+    print(
+        f"msgspec {msgspec.__version__}, orjson {orjson.__version__}, "
+        f"pydantic {pydantic.VERSION}; medians of {rounds} interleaved rounds\n"
+    )
     print(decode_table(rounds, budget))
     print()
     print(fold_table(sizes))

@@ -117,8 +117,9 @@ class AsyncSession(_SessionBase):
         ):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0 (got {value!r})")
-        return Updates(self._client, self.session_id, max_latency, int(max_items),
-                       int(max_buffered_bytes))
+        return Updates(
+            self._client, self.session_id, max_latency, int(max_items), int(max_buffered_bytes)
+        )
 
     async def __aenter__(self) -> AsyncSession:
         return self
@@ -733,4 +734,3 @@ async def _guard(client: Callable[[], AsyncClient | None]) -> None:
         live = client()
         if live is not None:
             live.close()
-

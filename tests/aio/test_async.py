@@ -546,6 +546,7 @@ def test_ctrl_c_cancels_the_turn_and_leaves_no_agent(tmp_path: Path) -> None:
 
 def test_uvloop_runs_the_client(make_async: MakeAsync) -> None:
     import uvloop  # a test extra
+
     journal = Journal()
     client, _ = make_async(observer=journal)
 

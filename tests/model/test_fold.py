@@ -28,9 +28,13 @@ def fold(*updates: Any, strict: bool = True, modes: tuple[str, ...] = ()) -> m.S
 
 
 def test_chunks_keyed_by_message_id_and_buckets_never_merge() -> None:
-    s = fold(agent("a", "m1"), agent("b", "m2"), agent("c", "m1"),
-             m.UserMessageChunk(content=text("u"), message_id="m1"),
-             m.AgentThoughtChunk(content=text("t")))
+    s = fold(
+        agent("a", "m1"),
+        agent("b", "m2"),
+        agent("c", "m1"),
+        m.UserMessageChunk(content=text("u"), message_id="m1"),
+        m.AgentThoughtChunk(content=text("t")),
+    )
     assert [msg.message_id for msg in s.agent_messages] == ["m1", "m2"]
     assert s.agent_messages[0].blocks == (text("a"), text("c"))
     assert len(s.user_messages) == 1 and len(s.agent_thoughts) == 1
@@ -53,9 +57,16 @@ def test_tool_call_duplicate_strict_raises_lenient_replaces_in_place() -> None:
 
 def test_tool_call_update_fields_keep_reset_replace() -> None:
     content = (m.Terminal(terminal_id="x"),)
-    s = fold(call("a", kind=m.ToolKind.EDIT, status=m.ToolCallStatus.PENDING, content=content),
-             m.ToolCallUpdate(tool_call_id="a", status=m.ToolCallStatus.COMPLETED, kind=None,
-                              title=None, locations=(m.ToolCallLocation(path="/p"),)))
+    s = fold(
+        call("a", kind=m.ToolKind.EDIT, status=m.ToolCallStatus.PENDING, content=content),
+        m.ToolCallUpdate(
+            tool_call_id="a",
+            status=m.ToolCallStatus.COMPLETED,
+            kind=None,
+            title=None,
+            locations=(m.ToolCallLocation(path="/p"),),
+        ),
+    )
     c = s.tool_call("a")
     assert c is not None
     assert c.status == m.ToolCallStatus.COMPLETED and c.kind is m.OMITTED
@@ -77,18 +88,28 @@ def test_plan_commands_config_usage_replace_whole() -> None:
     cmd = m.AvailableCommand(name="c", description="d")
     opt = m.SessionConfigOption(id="o", name="O", kind=m.SessionConfigBoolean(current_value=False))
     usage = m.UsageUpdate(used=1, size=2)
-    s = fold(m.Plan(entries=(m.PlanEntry(content="x", priority=m.PlanEntryPriority.LOW,
-                                          status=m.PlanEntryStatus.PENDING),)), plan,
-             m.AvailableCommandsUpdate(available_commands=(cmd, cmd)),
-             m.AvailableCommandsUpdate(available_commands=(cmd,)),
-             m.ConfigOptionUpdate(config_options=(opt,)), usage)
+    s = fold(
+        m.Plan(
+            entries=(
+                m.PlanEntry(
+                    content="x", priority=m.PlanEntryPriority.LOW, status=m.PlanEntryStatus.PENDING
+                ),
+            )
+        ),
+        plan,
+        m.AvailableCommandsUpdate(available_commands=(cmd, cmd)),
+        m.AvailableCommandsUpdate(available_commands=(cmd,)),
+        m.ConfigOptionUpdate(config_options=(opt,)),
+        usage,
+    )
     assert s.plan == plan and s.plan is not None
     assert s.available_commands == (cmd,) and s.config_options == (opt,) and s.usage == usage
 
 
 def test_current_mode_known_unknown_lenient() -> None:
     assert fold(m.CurrentModeUpdate(current_mode_id="ask"), modes=("ask",)).current_mode_id == (
-        "ask")
+        "ask"
+    )
     with pytest.raises(m.UnknownMode):
         fold(m.CurrentModeUpdate(current_mode_id="ask"))
     s = fold(m.CurrentModeUpdate(current_mode_id="x"), modes=("ask",), strict=False)
@@ -96,15 +117,24 @@ def test_current_mode_known_unknown_lenient() -> None:
     assert s.issues[0].action == "accepted"
 
 
-@pytest.mark.parametrize("good", ["2026-02-28T10:00:00Z", "2024-02-29t23:59:60.5+05:30",
-                                  "2026-01-01T00:00:00-00:00"])
+@pytest.mark.parametrize(
+    "good", ["2026-02-28T10:00:00Z", "2024-02-29t23:59:60.5+05:30", "2026-01-01T00:00:00-00:00"]
+)
 def test_session_info_valid_timestamps(good: str) -> None:
     s = fold(m.SessionInfoUpdate(title="T", updated_at=good))
     assert (s.session_title, s.session_updated_at) == ("T", good)
 
 
-@pytest.mark.parametrize("bad", ["2026-02-30T10:00:00Z", "2026-01-01 10:00:00Z", "yesterday",
-                                 "2026-01-01T24:00:00Z", "2026-01-01T10:00:00"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2026-02-30T10:00:00Z",
+        "2026-01-01 10:00:00Z",
+        "yesterday",
+        "2026-01-01T24:00:00Z",
+        "2026-01-01T10:00:00",
+    ],
+)
 def test_session_info_invalid_timestamp_applies_nothing(bad: str) -> None:
     before = fold(m.SessionInfoUpdate(title="old"))
     with pytest.raises(m.InvalidTimestamp) as info:
@@ -153,14 +183,20 @@ ids = st.sampled_from(["m1", "m2", "m3", None, m.OMITTED])
 cids = st.sampled_from(["a", "b", "c"])
 updates = st.one_of(
     st.builds(agent, st.text(max_size=3), ids),
-    st.builds(lambda t, i: m.UserMessageChunk(content=text(t), message_id=i),
-              st.text(max_size=3), ids),
+    st.builds(
+        lambda t, i: m.UserMessageChunk(content=text(t), message_id=i), st.text(max_size=3), ids
+    ),
     st.builds(lambda c, t: call(c, t), cids, st.text(max_size=3)),
-    st.builds(lambda c, t: m.ToolCallUpdate(tool_call_id=c, title=t), cids,
-              st.one_of(st.none(), st.text(max_size=3))),
+    st.builds(
+        lambda c, t: m.ToolCallUpdate(tool_call_id=c, title=t),
+        cids,
+        st.one_of(st.none(), st.text(max_size=3)),
+    ),
     st.builds(lambda i: m.CurrentModeUpdate(current_mode_id=i), st.sampled_from(["ask", "x"])),
-    st.builds(lambda at: m.SessionInfoUpdate(updated_at=at),
-              st.sampled_from(["2026-01-01T00:00:00Z", "bad", None])),
+    st.builds(
+        lambda at: m.SessionInfoUpdate(updated_at=at),
+        st.sampled_from(["2026-01-01T00:00:00Z", "bad", None]),
+    ),
 )
 
 
@@ -202,7 +238,7 @@ def test_persistent_vector_matches_a_list_and_keeps_every_version(ops: list[Any]
     for replace, x in ops:
         if replace and ref:
             i = x % len(ref)
-            vec, ref = vec.replaced(i, -x), [*ref[:i], -x, *ref[i + 1:]]
+            vec, ref = vec.replaced(i, -x), [*ref[:i], -x, *ref[i + 1 :]]
         else:
             vec, ref = vec.appended(x), [*ref, x]
         versions.append((vec, ref))
@@ -235,8 +271,13 @@ class _Delivered:
 
 
 def test_fold_updates_decodes_delivered_updates_with_the_same_strictness() -> None:
-    chunk = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
-                                          "content": {"type": "text", "text": "hi"}}}
+    chunk = {
+        "sessionId": "s",
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "hi"},
+        },
+    }
     odd = {"sessionId": "s", "update": {"sessionUpdate": "future_thing"}}
     s = m.fold_updates([_Delivered(chunk), _Delivered(odd)], strict=False)
     assert s.agent_messages[0].blocks == (text("hi"),)

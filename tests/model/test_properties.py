@@ -16,16 +16,24 @@ from hypothesis import strategies as st
 K = m.DecodeErrorKind
 CUSTOM = {g.SessionConfigOption, g.SetSessionConfigOptionParams, g.RequestPermissionRequest}
 # Every generated class is a root; the notification and the big results are drawn most.
-ROOTS = [g.SessionNotification, g.InitializeResult, g.NewSessionParams, g.PromptParams,
-         *(cls for cls in g.SPECS if cls not in CUSTOM)]
+ROOTS = [
+    g.SessionNotification,
+    g.InitializeResult,
+    g.NewSessionParams,
+    g.PromptParams,
+    *(cls for cls in g.SPECS if cls not in CUSTOM),
+]
 
 
 def json_values() -> st.SearchStrategy[Any]:
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40),
-                        st.text(max_size=4))
-    return st.recursive(scalars, lambda c: st.one_of(
-        st.lists(c, max_size=2), st.dictionaries(st.text(max_size=3), c, max_size=2)),
-        max_leaves=4)
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=4))
+    return st.recursive(
+        scalars,
+        lambda c: st.one_of(
+            st.lists(c, max_size=2), st.dictionaries(st.text(max_size=3), c, max_size=2)
+        ),
+        max_leaves=4,
+    )
 
 
 def value_of(spec: tuple[Any, ...], depth: int) -> st.SearchStrategy[Any]:
@@ -64,17 +72,23 @@ def value_of(spec: tuple[Any, ...], depth: int) -> st.SearchStrategy[Any]:
 def union_of(name: str, depth: int) -> st.SearchStrategy[Any]:
     if name in g.UNIONS:
         tag, table = g.UNIONS[name]
-        return st.one_of(*[obj_of(cls, depth).map(lambda o, t=t: {tag: t, **o})
-                           for t, cls in table.items()])
+        return st.one_of(
+            *[obj_of(cls, depth).map(lambda o, t=t: {tag: t, **o}) for t, cls in table.items()]
+        )
     if name == "McpServer":
-        return st.one_of(obj_of(g.McpServerStdio, depth),
-                         obj_of(g.McpServerHttp, depth).map(lambda o: {"type": "http", **o}))
+        return st.one_of(
+            obj_of(g.McpServerStdio, depth),
+            obj_of(g.McpServerHttp, depth).map(lambda o: {"type": "http", **o}),
+        )
     if name == "AuthMethodUnion":
-        return st.one_of(obj_of(g.AuthMethod, depth), obj_of(g.AuthMethodTerminal, depth).map(
-            lambda o: {"type": "terminal", **o}))
+        return st.one_of(
+            obj_of(g.AuthMethod, depth),
+            obj_of(g.AuthMethodTerminal, depth).map(lambda o: {"type": "terminal", **o}),
+        )
     if name == "EmbeddedResourceResource":
-        return st.one_of(obj_of(g.TextResourceContents, depth),
-                         obj_of(g.BlobResourceContents, depth))
+        return st.one_of(
+            obj_of(g.TextResourceContents, depth), obj_of(g.BlobResourceContents, depth)
+        )
     if name == "SessionConfigSelectOptions":
         return st.lists(obj_of(g.SessionConfigSelectOption, depth), max_size=2)
     raise AssertionError(name)
@@ -82,9 +96,11 @@ def union_of(name: str, depth: int) -> st.SearchStrategy[Any]:
 
 def obj_of(cls: type[Any], depth: int) -> st.SearchStrategy[dict[str, Any]]:
     if cls is g.SessionConfigOption:
-        return st.builds(lambda base, cur: {"type": "boolean", **base, "currentValue": cur},
-                         st.fixed_dictionaries({"id": st.text(max_size=3),
-                                                "name": st.text(max_size=3)}), st.booleans())
+        return st.builds(
+            lambda base, cur: {"type": "boolean", **base, "currentValue": cur},
+            st.fixed_dictionaries({"id": st.text(max_size=3), "name": st.text(max_size=3)}),
+            st.booleans(),
+        )
     if cls is g.SetSessionConfigOptionParams:
         return st.just({"sessionId": "s", "configId": "c", "value": "v"})
     if cls is g.RequestPermissionRequest:
@@ -101,8 +117,9 @@ def obj_of(cls: type[Any], depth: int) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(parts, optional=optional)
 
 
-def sites(cls: type[Any], obj: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any],
-                                                                      Any, Any]]:
+def sites(
+    cls: type[Any], obj: dict[str, Any], path: str
+) -> list[tuple[str, dict[str, Any], Any, Any]]:
     """Mutation sites: (path of the object, the object, its FieldSpec or None, its class)."""
     out: list[tuple[str, dict[str, Any], Any, Any]] = [(path, obj, None, cls)]
     if cls in CUSTOM:
@@ -128,10 +145,18 @@ def nested(spec: tuple[Any, ...], v: Any, path: str) -> list[Any]:
     return []
 
 
-WRONG = {"s": (12, K.EXPECTED_STRING), "b": ("x", K.EXPECTED_BOOLEAN),
-         "i": ("1", K.EXPECTED_NUMBER), "f": ("1", K.EXPECTED_NUMBER),
-         "a": ({}, K.EXPECTED_ARRAY), "c": ([], K.EXPECTED_OBJECT), "o": ([], K.EXPECTED_OBJECT),
-         "e": (5, K.EXPECTED_STRING), "p": (5, K.EXPECTED_STRING), "64": (5, K.EXPECTED_STRING)}
+WRONG = {
+    "s": (12, K.EXPECTED_STRING),
+    "b": ("x", K.EXPECTED_BOOLEAN),
+    "i": ("1", K.EXPECTED_NUMBER),
+    "f": ("1", K.EXPECTED_NUMBER),
+    "a": ({}, K.EXPECTED_ARRAY),
+    "c": ([], K.EXPECTED_OBJECT),
+    "o": ([], K.EXPECTED_OBJECT),
+    "e": (5, K.EXPECTED_STRING),
+    "p": (5, K.EXPECTED_STRING),
+    "64": (5, K.EXPECTED_STRING),
+}
 
 
 def tagged(cls: type[Any], obj: dict[str, Any]) -> dict[str, Any]:
@@ -141,12 +166,14 @@ def tagged(cls: type[Any], obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def roots() -> st.SearchStrategy[tuple[type[Any], dict[str, Any]]]:
-    return st.sampled_from(ROOTS).flatmap(
-        lambda c: obj_of(c, 0).map(lambda o: (c, tagged(c, o))))
+    return st.sampled_from(ROOTS).flatmap(lambda c: obj_of(c, 0).map(lambda o: (c, tagged(c, o))))
 
 
-SETTINGS = settings(max_examples=400, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @SETTINGS

@@ -31,8 +31,9 @@ def fails(
         errors.append(info.value)
     e = errors[0]
     assert (e.kind, e.path) == (kind, path), str(e)
-    assert all((x.kind, x.path, x.reason, x.value) == (e.kind, e.path, e.reason, e.value)
-               for x in errors)
+    assert all(
+        (x.kind, x.path, x.reason, x.value) == (e.kind, e.path, e.reason, e.value) for x in errors
+    )
     return e
 
 
@@ -67,9 +68,7 @@ def test_classes_are_frozen_keyword_built_equal_repr_match_args_pickle_replace()
             assert text == "hi"
     assert pickle.loads(pickle.dumps(t)) == t
     assert m.replace(t, text="ho") == m.TextContent(text="ho")
-    opt = m.SessionConfigOption(
-        id="o", name="O", kind=m.SessionConfigBoolean(current_value=True)
-    )
+    opt = m.SessionConfigOption(id="o", name="O", kind=m.SessionConfigBoolean(current_value=True))
     with pytest.raises(AttributeError):
         opt.name = "x"  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(opt)) == opt
@@ -121,8 +120,9 @@ def test_error_carries_kind_path_reason_value_and_reads_well() -> None:
 def test_the_seed_path_example() -> None:
     call = dict(TOOL_CALL)
     call["content"] = [*TOOL_CALL["content"][:2], {"type": "???"}]
-    e = fails(m.SessionNotification, note(call), K.INVALID_DISCRIMINATOR,
-              "$.update.content[2].type")
+    e = fails(
+        m.SessionNotification, note(call), K.INVALID_DISCRIMINATOR, "$.update.content[2].type"
+    )
     assert e.value == "???"
 
 
@@ -135,10 +135,18 @@ def test_json_parse() -> None:
 
 
 def test_missing_and_unknown_field_paths_name_the_key() -> None:
-    fails(m.SessionNotification, note({"sessionUpdate": "tool_call", "toolCallId": "t"}),
-          K.MISSING_FIELD, "$.update.title")
-    fails(m.SessionNotification, note(chunk({"type": "text", "text": "x", "bold": True})),
-          K.UNKNOWN_FIELD, "$.update.content.bold")
+    fails(
+        m.SessionNotification,
+        note({"sessionUpdate": "tool_call", "toolCallId": "t"}),
+        K.MISSING_FIELD,
+        "$.update.title",
+    )
+    fails(
+        m.SessionNotification,
+        note(chunk({"type": "text", "text": "x", "bold": True})),
+        K.UNKNOWN_FIELD,
+        "$.update.content.bold",
+    )
 
 
 # -- §3 strict ----------------------------------------------------------------------------------
@@ -169,8 +177,9 @@ def test_meta_is_never_unknown() -> None:
 
 
 def test_null_where_the_schema_forbids_it_is_invalid_field() -> None:
-    e = fails(m.ToolCall, {"toolCallId": "t", "title": "x", "kind": None}, K.INVALID_FIELD,
-              "$.kind")
+    e = fails(
+        m.ToolCall, {"toolCallId": "t", "title": "x", "kind": None}, K.INVALID_FIELD, "$.kind"
+    )
     assert e.reason and "null" in e.reason
     fails(m.AgentCapabilities, {"loadSession": None}, K.INVALID_FIELD, "$.loadSession")
 
@@ -184,18 +193,27 @@ def test_integer_out_of_range_or_not_integral(bad: Any) -> None:
     ("cls", "value", "path"),
     [
         (m.SessionNotification, note({"sessionUpdate": "nope"}), "$.update.sessionUpdate"),
-        (m.Content, {"type": "content",
-                                                        "content": {"type": "video"}},
-         "$.content.type"),
-        (m.ToolCall, {"toolCallId": "t", "title": "x", "content": [{"type": "gif"}]},
-         "$.content[0].type"),
-        (m.NewSessionParams, {"cwd": "/", "mcpServers": [{"type": "ws", "name": "n"}]},
-         "$.mcpServers[0].type"),
-        (m.ConfigOptionUpdate, {"configOptions": [{"type": "slider", "id": "i", "name": "n"}]},
-         "$.configOptions[0].type"),
-        (m.InitializeResult, {"protocolVersion": 1, "authMethods": [{"type": "x", "id": "a",
-                                                                     "name": "n"}]},
-         "$.authMethods[0].type"),
+        (m.Content, {"type": "content", "content": {"type": "video"}}, "$.content.type"),
+        (
+            m.ToolCall,
+            {"toolCallId": "t", "title": "x", "content": [{"type": "gif"}]},
+            "$.content[0].type",
+        ),
+        (
+            m.NewSessionParams,
+            {"cwd": "/", "mcpServers": [{"type": "ws", "name": "n"}]},
+            "$.mcpServers[0].type",
+        ),
+        (
+            m.ConfigOptionUpdate,
+            {"configOptions": [{"type": "slider", "id": "i", "name": "n"}]},
+            "$.configOptions[0].type",
+        ),
+        (
+            m.InitializeResult,
+            {"protocolVersion": 1, "authMethods": [{"type": "x", "id": "a", "name": "n"}]},
+            "$.authMethods[0].type",
+        ),
         (m.RequestPermissionResponse, {"outcome": {"outcome": "maybe"}}, "$.outcome.outcome"),
     ],
 )
@@ -205,19 +223,28 @@ def test_unknown_tag_is_invalid_discriminator(cls: Any, value: Any, path: str) -
 
 def test_mcp_server_without_type_is_stdio_and_type_stdio_is_accepted_not_written() -> None:
     stdio = {"name": "n", "command": "c", "args": [], "env": [{"name": "A", "value": "1"}]}
-    p = m.NewSessionParams.from_json({"cwd": "/w", "mcpServers": [stdio, {**stdio,
-                                                                        "type": "stdio"}]})
+    p = m.NewSessionParams.from_json(
+        {"cwd": "/w", "mcpServers": [stdio, {**stdio, "type": "stdio"}]}
+    )
     assert p.mcp_servers[0] == p.mcp_servers[1]
     assert isinstance(p.mcp_servers[0], m.McpServerStdio)
     assert "type" not in p.to_json()["mcpServers"][1]
     http = {"type": "http", "name": "h", "url": "http://x", "headers": []}
     assert m.NewSessionParams.from_json({"cwd": "/w", "mcpServers": [http]}).to_json()[
-        "mcpServers"] == [http]
+        "mcpServers"
+    ] == [http]
 
 
 def test_auth_method_without_type_is_an_agent_method() -> None:
-    r = m.InitializeResult.from_json({"protocolVersion": 1, "authMethods": [
-        {"id": "a", "name": "A"}, {"type": "terminal", "id": "t", "name": "T", "args": ["x"]}]})
+    r = m.InitializeResult.from_json(
+        {
+            "protocolVersion": 1,
+            "authMethods": [
+                {"id": "a", "name": "A"},
+                {"type": "terminal", "id": "t", "name": "T", "args": ["x"]},
+            ],
+        }
+    )
     assert type(r.auth_methods[0]) is m.AuthMethod  # type: ignore[index]
     assert type(r.auth_methods[1]) is m.AuthMethodTerminal  # type: ignore[index]
 
@@ -243,7 +270,8 @@ def test_config_option_category_is_open() -> None:
     opt = m.SessionConfigOption.from_json(raw)
     assert opt.category == "_mine" and opt.to_json() == raw
     assert m.SessionConfigOption.from_json({**raw, "category": "model"}).category is (
-        m.SessionConfigOptionCategory.MODEL)
+        m.SessionConfigOptionCategory.MODEL
+    )
 
 
 @pytest.mark.parametrize(
@@ -253,8 +281,11 @@ def test_config_option_category_is_open() -> None:
         (m.WriteTextFileParams, {"sessionId": "s", "path": "./a", "content": ""}, "$.path"),
         (m.TerminalCreateParams, {"sessionId": "s", "command": "ls", "cwd": "tmp"}, "$.cwd"),
         (m.NewSessionParams, {"cwd": "w", "mcpServers": []}, "$.cwd"),
-        (m.NewSessionParams, {"cwd": "/w", "mcpServers": [], "additionalDirectories": ["/a", "b"]},
-         "$.additionalDirectories[1]"),
+        (
+            m.NewSessionParams,
+            {"cwd": "/w", "mcpServers": [], "additionalDirectories": ["/a", "b"]},
+            "$.additionalDirectories[1]",
+        ),
         (m.LoadSessionParams, {"sessionId": "s", "cwd": "w", "mcpServers": []}, "$.cwd"),
         (m.ResumeSessionParams, {"sessionId": "s", "cwd": "w"}, "$.cwd"),
         (m.ListSessionsParams, {"cwd": "w"}, "$.cwd"),
@@ -283,14 +314,23 @@ def test_bad_base64_is_invalid_base64(cls: Any, value: Any, path: str) -> None:
 
 
 def test_embedded_resource_needs_exactly_one_of_text_and_blob() -> None:
-    fails(m.EmbeddedResource, {"resource": {"uri": "u", "text": "t", "blob": "QUJD"}},
-          K.INVALID_FIELD, "$.resource")
+    fails(
+        m.EmbeddedResource,
+        {"resource": {"uri": "u", "text": "t", "blob": "QUJD"}},
+        K.INVALID_FIELD,
+        "$.resource",
+    )
     fails(m.EmbeddedResource, {"resource": {"uri": "u"}}, K.INVALID_FIELD, "$.resource")
 
 
 def test_select_mixing_grouped_and_ungrouped_options_is_invalid_field() -> None:
-    raw = {"type": "select", "id": "i", "name": "n", "currentValue": "a", "options": [
-        {"value": "a", "name": "A"}, {"group": "g", "name": "G", "options": []}]}
+    raw = {
+        "type": "select",
+        "id": "i",
+        "name": "n",
+        "currentValue": "a",
+        "options": [{"value": "a", "name": "A"}, {"group": "g", "name": "G", "options": []}],
+    }
     fails(m.SessionConfigOption, raw, K.INVALID_FIELD, "$.options")
     grouped = {**raw, "options": [raw["options"][1]]}  # type: ignore[index]
     assert m.SessionConfigOption.from_json(grouped).to_json() == grouped
@@ -300,16 +340,25 @@ def test_set_config_option_bool_is_written_with_type_boolean() -> None:
     p = m.SetSessionConfigOptionParams(session_id="s", config_id="c", value=True)
     assert p.to_json() == {"sessionId": "s", "configId": "c", "type": "boolean", "value": True}
     assert m.SetSessionConfigOptionParams.from_json(p.to_json()) == p
-    fails(m.SetSessionConfigOptionParams, {"sessionId": "s", "configId": "c", "type": "boolean",
-                                           "value": "x"}, K.EXPECTED_BOOLEAN, "$.value")
+    fails(
+        m.SetSessionConfigOptionParams,
+        {"sessionId": "s", "configId": "c", "type": "boolean", "value": "x"},
+        K.EXPECTED_BOOLEAN,
+        "$.value",
+    )
 
 
 # -- §3 lenient ---------------------------------------------------------------------------------
 
 
 def test_lenient_default_on_error_skip_invalid_items_unknown_keys() -> None:
-    raw = {"toolCallId": "t", "title": "x", "kind": "dance", "extra": 1, "content": [
-        {"type": "gif"}, {"type": "terminal", "terminalId": "a"}]}
+    raw = {
+        "toolCallId": "t",
+        "title": "x",
+        "kind": "dance",
+        "extra": 1,
+        "content": [{"type": "gif"}, {"type": "terminal", "terminalId": "a"}],
+    }
     call = m.ToolCall.from_json(raw, strict=False)
     assert call.kind is m.OMITTED
     assert call.content == (m.Terminal(terminal_id="a"),)
@@ -324,16 +373,27 @@ def test_lenient_unknown_update_and_required_fields_still_raise() -> None:
     assert isinstance(u, m.UnknownUpdate) and u.session_update == "future_thing"
     assert m.session_update_to_json(u) == {"sessionUpdate": "future_thing", "x": 1}
     fails(m.ToolCall, {"toolCallId": "t"}, K.MISSING_FIELD, "$.title", strict=False)
-    fails(m.SessionNotification, note(chunk({"type": "video"})), K.INVALID_DISCRIMINATOR,
-          "$.update.content.type", strict=False)
+    fails(
+        m.SessionNotification,
+        note(chunk({"type": "video"})),
+        K.INVALID_DISCRIMINATOR,
+        "$.update.content.type",
+        strict=False,
+    )
 
 
 # -- §4 codec -----------------------------------------------------------------------------------
 
 
 def test_round_trip_keeps_absence_and_nulls() -> None:
-    upd = {"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": None,
-           "content": None, "rawOutput": None, "_meta": None}
+    upd = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "t",
+        "status": None,
+        "content": None,
+        "rawOutput": None,
+        "_meta": None,
+    }
     assert m.session_update_from_json(upd).to_json() == upd  # type: ignore[union-attr]
     assert m.session_update_to_json(m.session_update_from_json(TOOL_CALL)) == TOOL_CALL
 
@@ -342,16 +402,28 @@ def test_to_json_key_order_type_first_schema_order_meta_last() -> None:
     block = m.ResourceLink(meta={}, uri="u", name="n", size=3)
     assert list(block.to_json()) == ["type", "name", "size", "uri", "_meta"]
     assert m.stringify_json(block.to_json()) == (
-        '{"type":"resource_link","name":"n","size":3,"uri":"u","_meta":{}}')
+        '{"type":"resource_link","name":"n","size":3,"uri":"u","_meta":{}}'
+    )
 
 
 def test_decode_message_types_params_by_method_and_results_when_told() -> None:
-    line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": note(chunk(
-        {"type": "text", "text": "hi"}))})
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": note(chunk({"type": "text", "text": "hi"})),
+        }
+    )
     msg = m.decode_message(line)
     assert isinstance(msg, m.Notification) and isinstance(msg.params, m.SessionNotification)
-    req = m.decode_message({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                            "params": {"sessionId": "s", "prompt": []}})
+    req = m.decode_message(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": "s", "prompt": []},
+        }
+    )
     assert isinstance(req, m.Request) and isinstance(req.params, m.PromptParams)
     resp = {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}
     assert m.decode_message(resp).result == {"stopReason": "end_turn"}  # type: ignore[union-attr]
@@ -366,7 +438,10 @@ def test_decode_message_unknown_method() -> None:
     with pytest.raises(m.ProtocolDecodeError) as info:
         m.decode_message(bad)
     assert (info.value.kind, info.value.path, info.value.value) == (
-        K.INVALID_DISCRIMINATOR, "$.method", "session/dance")
+        K.INVALID_DISCRIMINATOR,
+        "$.method",
+        "session/dance",
+    )
     assert m.decode_message(bad, strict=False).params == {"a": 1}  # type: ignore[union-attr]
     ext = {"jsonrpc": "2.0", "method": "_auth/status_update", "params": {"a": 1}}
     assert m.decode_message(ext).params == {"a": 1}  # type: ignore[union-attr]
@@ -382,8 +457,11 @@ def test_decode_update_paths_are_rooted_at_params() -> None:
 
 
 def test_decode_permission_request_tool_call_is_untagged() -> None:
-    params = {"sessionId": "s", "toolCall": {"toolCallId": "t", "title": "Write"},
-              "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}
+    params = {
+        "sessionId": "s",
+        "toolCall": {"toolCallId": "t", "title": "Write"},
+        "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
+    }
     req = m.decode_permission_request(params)
     assert req.tool_call.title == "Write" and req.to_json() == params
     tagged = {**params, "toolCall": {**params["toolCall"], "sessionUpdate": "tool_call_update"}}
@@ -407,23 +485,27 @@ def test_generated_code_is_up_to_date() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, str(root / "scripts" / "gen_model.py"), "--check"],
-                   check=True)
+    subprocess.run([sys.executable, str(root / "scripts" / "gen_model.py"), "--check"], check=True)
 
 
 # -- elicitation (§3 discriminators `mode`/`action`, content only on accept, §4 to_json) ------
 
-FORM = {"mode": "form", "message": "Name?", "requestedSchema": {"type": "object"},
-        "sessionId": "s", "toolCallId": None}
+FORM = {
+    "mode": "form",
+    "message": "Name?",
+    "requestedSchema": {"type": "object"},
+    "sessionId": "s",
+    "toolCallId": None,
+}
 
 
 def test_elicitation_params_round_trip_and_discriminate_on_mode() -> None:
-    req = m.decode_message({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
-                            "params": FORM})
+    req = m.decode_message(
+        {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": FORM}
+    )
     assert isinstance(req.params, m.ElicitationFormParams)  # type: ignore[union-attr]
     assert req.params.to_json() == FORM  # type: ignore[union-attr]
-    url = {"mode": "url", "message": "Go", "elicitationId": "e", "url": "https://x",
-           "requestId": 4}
+    url = {"mode": "url", "message": "Go", "elicitationId": "e", "url": "https://x", "requestId": 4}
     p = m.ElicitationUrlParams.from_json(url)
     assert p.scope == m.ElicitationRequestScope(request_id=4) and p.to_json() == url
     fails(m.ElicitationFormParams, {**FORM, "mode": "voice"}, K.INVALID_DISCRIMINATOR, "$.mode")
@@ -432,10 +514,10 @@ def test_elicitation_params_round_trip_and_discriminate_on_mode() -> None:
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 def test_elicitation_result_content_only_on_accept(action: str) -> None:
-    fails(m.ElicitationCreateResult, {"action": action, "content": {}}, K.INVALID_FIELD,
-          "$.content")
-    lenient = m.ElicitationCreateResult.from_json({"action": action, "content": {}},
-                                                  strict=False)
+    fails(
+        m.ElicitationCreateResult, {"action": action, "content": {}}, K.INVALID_FIELD, "$.content"
+    )
+    lenient = m.ElicitationCreateResult.from_json({"action": action, "content": {}}, strict=False)
     assert lenient.content is m.OMITTED
     with pytest.raises(m.ProtocolDecodeError) as info:
         m.ElicitationCreateResult(action=m.ElicitationAction(action), content={}).to_json()
@@ -446,8 +528,12 @@ def test_elicitation_result_accept_and_unknown_action() -> None:
     raw = {"action": "accept", "content": {"a": 1, "b": ["x"], "c": True}}
     assert m.ElicitationCreateResult.from_json(raw).to_json() == raw
     fails(m.ElicitationCreateResult, {"action": "shrug"}, K.INVALID_DISCRIMINATOR, "$.action")
-    fails(m.ElicitationCreateResult, {"action": "accept", "content": {"a": {}}},
-          K.INVALID_FIELD, "$.content.a")
+    fails(
+        m.ElicitationCreateResult,
+        {"action": "accept", "content": {"a": {}}},
+        K.INVALID_FIELD,
+        "$.content.a",
+    )
 
 
 def test_host_params_strict_types_unknown_keys_allowed() -> None:
@@ -455,9 +541,11 @@ def test_host_params_strict_types_unknown_keys_allowed() -> None:
     p = m.decode_host_params(m.ReadTextFileParams, raw)
     assert p.path == "/w/a.txt" and p.line == 2
     assert m.decode_host_params(m.ReadTextFileParams, json.dumps(raw).encode()) == p
-    for bad, kind, path in [({**raw, "line": -1}, K.INVALID_FIELD, "$.line"),
-                            ({**raw, "path": "a.txt"}, K.INVALID_PATH, "$.path"),
-                            ({"path": "/a"}, K.MISSING_FIELD, "$.sessionId")]:
+    for bad, kind, path in [
+        ({**raw, "line": -1}, K.INVALID_FIELD, "$.line"),
+        ({**raw, "path": "a.txt"}, K.INVALID_PATH, "$.path"),
+        ({"path": "/a"}, K.MISSING_FIELD, "$.sessionId"),
+    ]:
         with pytest.raises(m.ProtocolDecodeError) as info:
             m.decode_host_params(m.ReadTextFileParams, bad)
         assert (info.value.kind, info.value.path) == (kind, path)

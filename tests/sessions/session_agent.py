@@ -112,8 +112,14 @@ for raw in sys.stdin:
         elif index + 1 < len(pages):
             page["nextCursor"] = str(index + 1)
         answer(request_id, page)
-    elif method in ("session/delete", "session/close", "session/set_mode", "session/set_model",
-                    "authenticate", "logout"):
+    elif method in (
+        "session/delete",
+        "session/close",
+        "session/set_mode",
+        "session/set_model",
+        "authenticate",
+        "logout",
+    ):
         answer(request_id, None if config.get("null_results") else {})
     elif method == "session/set_config_option":
         options = config.get("configOptions", [])
@@ -144,11 +150,21 @@ for raw in sys.stdin:
                 chunk(session_id, f"c{i} ")
             answer(request_id, {"stopReason": "end_turn"})
         elif behaviour == "flood":
-            body = {"sessionUpdate": "agent_message_chunk",
-                    "content": {"type": "text", "text": "x" * 32}}
-            line_out = json.dumps({"jsonrpc": "2.0", "method": "session/update",
-                                   "params": {"sessionId": session_id, "update": body}},
-                                  separators=(",", ":")) + "\n"
+            body = {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "x" * 32},
+            }
+            line_out = (
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {"sessionId": session_id, "update": body},
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
             count = int(words[1])
             for start in range(0, count, 1000):
                 out.write(line_out * min(1000, count - start))
@@ -173,11 +189,20 @@ for raw in sys.stdin:
         elif behaviour == "ask_then_stream":
             pending[session_id] = (request_id, "permission", "")
             asked["perm-2"] = session_id
-            send({"id": "perm-2", "method": "session/request_permission", "params": {
-                "sessionId": session_id,
-                "toolCall": {"toolCallId": "t9", "title": "write y", "kind": "edit"},
-                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                            {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+            send(
+                {
+                    "id": "perm-2",
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": session_id,
+                        "toolCall": {"toolCallId": "t9", "title": "write y", "kind": "edit"},
+                        "options": [
+                            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"},
+                        ],
+                    },
+                }
+            )
             for i in range(int(words[1])):
                 chunk(session_id, f"s{i} ")
         elif behaviour in ("hang", "late"):
@@ -185,37 +210,92 @@ for raw in sys.stdin:
         elif behaviour == "permission":
             pending[session_id] = (request_id, behaviour, "")
             asked["perm-1"] = session_id
-            send({"id": "perm-1", "method": "session/request_permission", "params": {
-                "sessionId": session_id,
-                "toolCall": {"toolCallId": "t1", "title": "write x", "kind": "edit"},
-                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                            {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+            send(
+                {
+                    "id": "perm-1",
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": session_id,
+                        "toolCall": {"toolCallId": "t1", "title": "write x", "kind": "edit"},
+                        "options": [
+                            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"},
+                        ],
+                    },
+                }
+            )
         elif behaviour == "tools":
-            update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "t1",
-                                "title": "Read a", "kind": "read", "status": "pending"})
-            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
-                                "status": "completed", "rawOutput": {"ok": True}})
-            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
-                                "rawOutput": None, "title": None})
-            update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "zz",
-                                "status": "failed"})
-            update(session_id, {"sessionUpdate": "plan", "entries": [
-                {"content": "one", "priority": "high", "status": "pending"}]})
-            update(session_id, {"sessionUpdate": "plan", "entries": [
-                {"content": "two", "priority": "low", "status": "completed"}]})
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "t1",
+                    "title": "Read a",
+                    "kind": "read",
+                    "status": "pending",
+                },
+            )
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "t1",
+                    "status": "completed",
+                    "rawOutput": {"ok": True},
+                },
+            )
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "t1",
+                    "rawOutput": None,
+                    "title": None,
+                },
+            )
+            update(
+                session_id,
+                {"sessionUpdate": "tool_call_update", "toolCallId": "zz", "status": "failed"},
+            )
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "plan",
+                    "entries": [{"content": "one", "priority": "high", "status": "pending"}],
+                },
+            )
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "plan",
+                    "entries": [{"content": "two", "priority": "low", "status": "completed"}],
+                },
+            )
             update(session_id, {"sessionUpdate": "usage_update", "used": 10, "size": 100})
             update(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": "code"})
             pending[session_id] = (request_id, "permission", "")
             asked[7] = session_id
-            send({"id": 7, "method": "session/request_permission", "params": {
-                "sessionId": session_id,
-                "toolCall": {"toolCallId": "t2", "title": "Run ls", "kind": "execute"},
-                "options": [{"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+            send(
+                {
+                    "id": 7,
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": session_id,
+                        "toolCall": {"toolCallId": "t2", "title": "Run ls", "kind": "execute"},
+                        "options": [{"optionId": "no", "name": "No", "kind": "reject_once"}],
+                    },
+                }
+            )
         elif behaviour == "after":
             answer(request_id, {"stopReason": "end_turn"})
             update(session_id, {"sessionUpdate": "usage_update", "used": 1, "size": 2})
-            update(session_id, {"sessionUpdate": "available_commands_update",
-                                "availableCommands": [{"name": "web", "description": "w"}]})
+            update(
+                session_id,
+                {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [{"name": "web", "description": "w"}],
+                },
+            )
         elif behaviour == "aftertalk":
             answer(request_id, {"stopReason": "end_turn"})
             chunk(session_id, "stale ")

@@ -83,8 +83,10 @@ def test_load_session_delivers_the_replay_before_returning(
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}},
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hello"}},
         {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
-        {"sessionUpdate": "available_commands_update",
-         "availableCommands": [{"name": "test", "description": "run tests"}]},
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": "test", "description": "run tests"}],
+        },
     ]
     client, agent = make_session_client({"known": ["old"], "replay": replay, "modes": MODES})
     client.start(new_session=False)
@@ -119,8 +121,11 @@ def test_resume_session_accepts_a_null_result(make_session_client: MakeClient) -
 
 
 def test_list_sessions_follows_every_page(make_session_client: MakeClient) -> None:
-    pages = [[{"sessionId": "a", "cwd": "/w"}], [{"sessionId": "b", "cwd": "/w"}],
-             [{"sessionId": "c", "cwd": "/w", "title": "T"}]]
+    pages = [
+        [{"sessionId": "a", "cwd": "/w"}],
+        [{"sessionId": "b", "cwd": "/w"}],
+        [{"sessionId": "c", "cwd": "/w", "title": "T"}],
+    ]
     client, agent = make_session_client({"pages": pages})
     client.start()
     listed = client.list_sessions("/w")
@@ -195,18 +200,36 @@ def capability_cases() -> list[tuple[str, Any, str]]:
         ("resume", lambda c: c.resume_session("x"), "sessionCapabilities.resume"),
         ("list", lambda c: c.list_sessions(), "sessionCapabilities.list"),
         ("delete", lambda c: c.delete_session("s1"), "sessionCapabilities.delete"),
-        ("dirs", lambda c: c.new_session(additional_directories=["/x"]),
-         "sessionCapabilities.additionalDirectories"),
-        ("http", lambda c: c.new_session(mcp_servers=[_Http("h", "http://127.0.0.1/")]),
-         "mcpCapabilities.http"),
-        ("sse", lambda c: c.new_session(mcp_servers=[_Http("h", "http://127.0.0.1/", "sse")]),
-         "mcpCapabilities.sse"),
-        ("image", lambda c: c.default_session.prompt([acp.Image("image/png", "AA==")]),
-         "promptCapabilities.image"),
-        ("audio", lambda c: c.default_session.prompt([acp.Audio("audio/wav", "AA==")]),
-         "promptCapabilities.audio"),
-        ("resource", lambda c: c.default_session.prompt([acp.TextResource("file:///a", "x")]),
-         "promptCapabilities.embeddedContext"),
+        (
+            "dirs",
+            lambda c: c.new_session(additional_directories=["/x"]),
+            "sessionCapabilities.additionalDirectories",
+        ),
+        (
+            "http",
+            lambda c: c.new_session(mcp_servers=[_Http("h", "http://127.0.0.1/")]),
+            "mcpCapabilities.http",
+        ),
+        (
+            "sse",
+            lambda c: c.new_session(mcp_servers=[_Http("h", "http://127.0.0.1/", "sse")]),
+            "mcpCapabilities.sse",
+        ),
+        (
+            "image",
+            lambda c: c.default_session.prompt([acp.Image("image/png", "AA==")]),
+            "promptCapabilities.image",
+        ),
+        (
+            "audio",
+            lambda c: c.default_session.prompt([acp.Audio("audio/wav", "AA==")]),
+            "promptCapabilities.audio",
+        ),
+        (
+            "resource",
+            lambda c: c.default_session.prompt([acp.TextResource("file:///a", "x")]),
+            "promptCapabilities.embeddedContext",
+        ),
         ("set_mode", lambda c: c.default_session.set_mode("code"), "session/set_mode"),
         ("set_model", lambda c: c.default_session.set_model("m"), "session/set_model"),
         ("logout", lambda c: c.logout(), "auth.logout"),
@@ -256,13 +279,30 @@ def test_text_and_links_are_never_gated(make_session_client: MakeClient) -> None
 # --- modes, config options, models -------------------------------------------------------------
 
 CONFIG_OPTIONS = [
-    {"id": "mode", "name": "Mode", "type": "select", "currentValue": "ask",
-     "options": [{"value": "ask", "name": "Ask"}, {"value": "code", "name": "Code"}]},
-    {"id": "model", "name": "Model", "category": "model", "type": "select",
-     "currentValue": "fast",
-     "options": [{"group": "g", "name": "G", "options": [
-         {"value": "fast", "name": "Fast"}, {"value": "slow", "name": "Slow",
-                                             "description": "careful"}]}]},
+    {
+        "id": "mode",
+        "name": "Mode",
+        "type": "select",
+        "currentValue": "ask",
+        "options": [{"value": "ask", "name": "Ask"}, {"value": "code", "name": "Code"}],
+    },
+    {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": "fast",
+        "options": [
+            {
+                "group": "g",
+                "name": "G",
+                "options": [
+                    {"value": "fast", "name": "Fast"},
+                    {"value": "slow", "name": "Slow", "description": "careful"},
+                ],
+            }
+        ],
+    },
     {"id": "brave", "name": "Brave", "type": "boolean", "currentValue": False},
 ]
 
@@ -314,8 +354,10 @@ def test_set_config_option_and_model_through_config(make_session_client: MakeCli
 
 
 def test_set_model_falls_back_to_legacy_models(make_session_client: MakeClient) -> None:
-    models = {"currentModelId": "a",
-              "availableModels": [{"modelId": "a", "name": "A"}, {"modelId": "b", "name": "B"}]}
+    models = {
+        "currentModelId": "a",
+        "availableModels": [{"modelId": "a", "name": "A"}, {"modelId": "b", "name": "B"}],
+    }
     client, agent = make_session_client({"models": models, "null_results": True})
     client.start()
     session = client.default_session
@@ -333,8 +375,10 @@ def test_set_model_falls_back_to_legacy_models(make_session_client: MakeClient) 
 
 
 def test_authenticate_checks_the_method(make_session_client: MakeClient) -> None:
-    methods = [{"id": "agent-login", "name": "Login"},
-               {"id": "term", "name": "Terminal", "type": "terminal"}]
+    methods = [
+        {"id": "agent-login", "name": "Login"},
+        {"id": "term", "name": "Terminal", "type": "terminal"},
+    ]
     client, agent = make_session_client({"initialize": init_result({}, authMethods=methods)})
     client.start(new_session=False)
     assert client.initialize.auth_methods[1].type == "terminal"
@@ -398,7 +442,9 @@ def test_close_with_a_grace_lets_the_agent_exit_by_itself(
 
 def test_start_timeout_stops_the_client() -> None:
     hung = acp.Client(
-        "/bin/sh", args=["-c", "sleep 30"], reader_limits=acp.DEFAULT_READER_LIMITS,
+        "/bin/sh",
+        args=["-c", "sleep 30"],
+        reader_limits=acp.DEFAULT_READER_LIMITS,
         transfer_limits=acp.TransferLimits(1 << 20, 1 << 20, 1 << 20, 100, 100),
         transport_epoch=1,
     )

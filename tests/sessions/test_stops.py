@@ -61,13 +61,16 @@ CHILD = textwrap.dedent(
 
 def test_sigint_at_random_moments_of_a_flood_always_stops(tmp_path: Path) -> None:
     config = tmp_path / "agent.json"
-    config.write_text(json.dumps({"initialize": {"protocolVersion": 1,
-                                                 "agentCapabilities": FULL_CAPABILITIES}}))
+    config.write_text(
+        json.dumps({"initialize": {"protocolVersion": 1, "agentCapabilities": FULL_CAPABILITIES}})
+    )
     program = tmp_path / "child.py"
     program.write_text(CHILD)
     done = subprocess.run(
         [sys.executable, str(program), str(AGENT), str(config), str(tmp_path / "log"), "7"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = json.loads(done.stdout.strip().splitlines()[-1])

@@ -231,9 +231,7 @@ class Custom:
 
     def __repr__(self) -> str:
         parts = ", ".join(
-            f"{n}={getattr(self, n)!r}"
-            for n in self.__slots__
-            if getattr(self, n) is not OMITTED
+            f"{n}={getattr(self, n)!r}" for n in self.__slots__ if getattr(self, n) is not OMITTED
         )
         return f"{type(self).__name__}({parts})"
 

@@ -240,9 +240,7 @@ _KNOWN: dict[type[Any], frozenset[str]] = {
 }
 
 
-def _dec_class(
-    cls: type[T], v: Any, path: str, strict: int, *, allow_tag: bool = True
-) -> T:
+def _dec_class(cls: type[T], v: Any, path: str, strict: int, *, allow_tag: bool = True) -> T:
     if type(v) is not dict:
         raise _err(K.EXPECTED_OBJECT, path)
     special = _SPECIAL.get(cls)
@@ -371,9 +369,7 @@ _SET_BASE = g.SPECS[g.SetSessionConfigOptionParams][:2]
 _SET_META = g.SPECS[g.SetSessionConfigOptionParams][-1:]
 
 
-def _dec_set_config(
-    v: dict[str, Any], path: str, strict: int
-) -> g.SetSessionConfigOptionParams:
+def _dec_set_config(v: dict[str, Any], path: str, strict: int) -> g.SetSessionConfigOptionParams:
     kw = _dec_fields(_SET_BASE, v, path, strict)
     t = _tag_of(v, "type", path)
     if "value" not in v:

@@ -206,9 +206,7 @@ def _dec_result(v: dict[str, Any], path: str, strict: int) -> ElicitationCreateR
         elif type(raw) is not dict:
             raise _err(K.EXPECTED_OBJECT, f"{path}.content")
         else:
-            content = {
-                k: _content_value(x, f"{path}.content.{k}", strict) for k, x in raw.items()
-            }
+            content = {k: _content_value(x, f"{path}.content.{k}", strict) for k, x in raw.items()}
     kw = _dec_fields((_META,), v, path, strict)
     if strict == STRICT:
         _check_unknown(v, frozenset(("action", "content", "_meta")), path)

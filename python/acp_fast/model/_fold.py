@@ -223,9 +223,7 @@ class _Bucket:
 
     __slots__ = ("_messages", "entries", "index", "last")
 
-    def __init__(
-        self, entries: Seq[Message], last: Message | None, index: dict[str, int]
-    ) -> None:
+    def __init__(self, entries: Seq[Message], last: Message | None, index: dict[str, int]) -> None:
         self.entries = entries  # every message but the last
         self.last = last
         self.index = index  # message id -> position; shared like entries' buffer
@@ -418,9 +416,7 @@ def session_update_apply(
             )
         index.map[call.tool_call_id] = len(calls)
         index.owner = token
-        return state._copy(
-            tool_calls=calls.appended(call), _calls_index=index, _calls_token=token
-        )
+        return state._copy(tool_calls=calls.appended(call), _calls_index=index, _calls_token=token)
     if t is g.ToolCallUpdate:
         tcu: g.ToolCallUpdate = update  # type: ignore[assignment]
         pos = _call_position(state, tcu.tool_call_id)

@@ -118,7 +118,7 @@ def decode_message(
         if "jsonrpc" not in obj:
             raise ProtocolDecodeError(K.MISSING_FIELD, "$.jsonrpc")
         if obj["jsonrpc"] != "2.0":
-            raise ProtocolDecodeError(K.INVALID_FIELD, "$.jsonrpc", "must be \"2.0\"")
+            raise ProtocolDecodeError(K.INVALID_FIELD, "$.jsonrpc", 'must be "2.0"')
     if "method" in obj:
         method = obj["method"]
         if type(method) is not str:
