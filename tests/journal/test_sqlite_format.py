@@ -248,3 +248,23 @@ def test_a_version_1_journal_is_read_but_not_appended_to(tmp_path: Path) -> None
     ):
         journal.SqliteJournal(path)
     assert len(read_all(path)) == 4  # untouched
+
+
+@pytest.mark.parametrize("writer", ["core", "fallback"])
+def test_close_leaves_every_record_in_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    # close() closes the writer's connection (the last one checkpoints the WAL into the file
+    # and removes it) even while the journal object lives on: a closed journal is one file.
+    if writer == "fallback":
+        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+    path = tmp_path / "j.sqlite"
+    j = make("sqlite", path)
+    for sequence in range(1, 3001):
+        j.on_update(update(sequence))
+    j.close()
+    assert not Path(f"{path}-wal").exists()
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(path.read_bytes())  # the file alone
+    assert [r.update_sequence for r in read_all(copy)] == list(range(1, 3001))
+    del j

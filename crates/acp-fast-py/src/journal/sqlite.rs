@@ -76,6 +76,9 @@ impl SqliteStore {
 
     /// Inserts the batch as one row (an implicit transaction: the row is whole or absent).
     fn insert(&self, batch: &Lines) -> Result<(), String> {
+        if self.db.is_null() {
+            return Err("the connection is closed".to_owned());
+        }
         let first = batch.first_update;
         let last = batch.last_update;
         self.int(1, Some(batch.first_record))?;
@@ -109,13 +112,23 @@ impl SqliteStore {
     }
 }
 
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        // SAFETY: the statement and the connection are this store's; finalize(null) is a no-op.
+impl SqliteStore {
+    /// Closes the connection (the last one checkpoints the WAL into the database). Idempotent.
+    fn shut(&mut self) {
+        // SAFETY: the statement and the connection are this store's, nulled once closed;
+        // finalize(null) and close_v2(null) are no-ops.
         unsafe {
             (self.api.finalize)(self.insert);
             (self.api.close_v2)(self.db);
         }
+        self.insert = std::ptr::null_mut();
+        self.db = std::ptr::null_mut();
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.shut();
     }
 }
 
@@ -135,6 +148,10 @@ impl Store for SqliteStore {
 
     fn discard(batch: &mut Lines) {
         batch.clear();
+    }
+
+    fn close(&mut self) {
+        self.shut();
     }
 }
 
