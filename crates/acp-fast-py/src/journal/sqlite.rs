@@ -95,8 +95,8 @@ impl SqliteStore {
         self.int(5, last.map(|(epoch, _)| epoch))?;
         self.int(6, last.map(|(_, sequence)| sequence))?;
         let text = if self.pack {
-            pack_into(&batch.text, &mut self.packed)?;
-            &self.packed
+            let length = pack_into(&batch.text, &mut self.packed)?;
+            &self.packed[..length]
         } else {
             &batch.text
         };
