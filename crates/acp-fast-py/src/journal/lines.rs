@@ -80,53 +80,22 @@ pub(crate) fn looks_like_an_object(text: &[u8]) -> bool {
         && memchr::memchr(b'\n', text).is_none()
 }
 
-/// The longest kind `push_head` makes on the stack (the kinds are short words).
-const MAX_KIND: usize = 16;
-/// `{"n":`, `,"k":"`, `","e":`, `,"s":`, `,"t":`, a kind and four numbers of up to 20 digits.
-const MAX_HEAD: usize = 5 + 6 + 6 + 5 + 5 + MAX_KIND + 4 * 20;
-
-/// A head made on the stack, then appended with one copy: appended piece by piece, each
-/// number and the kind cost a `memcpy` call of their own, on the reader's thread.
-struct Head {
-    bytes: [u8; MAX_HEAD],
-    at: usize,
-}
-
-impl Head {
-    fn put(&mut self, piece: &[u8]) {
-        self.bytes[self.at..self.at + piece.len()].copy_from_slice(piece);
-        self.at += piece.len();
-    }
-
-    fn number(&mut self, value: u64) {
-        self.put(itoa::Buffer::new().format(value).as_bytes());
-    }
+fn push_number(out: &mut Vec<u8>, value: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
-#[inline]
 fn push_head(out: &mut Vec<u8>, number: u64, kind: &str, epoch: u64, sequence: u64, time: u64) {
-    let mut head = Head {
-        bytes: [0; MAX_HEAD],
-        at: 0,
-    };
-    head.put(b"{\"n\":");
-    head.number(number);
-    head.put(b",\"k\":\"");
-    if kind.len() <= MAX_KIND {
-        head.put(kind.as_bytes());
-    } else {
-        out.extend_from_slice(&head.bytes[..head.at]);
-        out.extend_from_slice(kind.as_bytes());
-        head.at = 0;
-    }
-    head.put(b"\",\"e\":");
-    head.number(epoch);
-    head.put(b",\"s\":");
-    head.number(sequence);
-    head.put(b",\"t\":");
-    head.number(time);
-    out.extend_from_slice(&head.bytes[..head.at]);
+    out.extend_from_slice(b"{\"n\":");
+    push_number(out, number);
+    out.extend_from_slice(b",\"k\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"e\":");
+    push_number(out, epoch);
+    out.extend_from_slice(b",\"s\":");
+    push_number(out, sequence);
+    out.extend_from_slice(b",\"t\":");
+    push_number(out, time);
 }
 
 /// An update's envelope as a record holds it.
