@@ -1,6 +1,6 @@
 //! The hot path of `acp_fast.journal`: each record is made in Rust on the reader's thread (a
 //! lock and a few copies, no Python string work) and stored in batches by a thread of the
-//! writer's own, so an update costs the reader a small part of what reading it does.
+//! writer's own, so the reader pays for making the record, not for storing it.
 //!
 //! - `lines`: the record format (one JSON object a line) both kinds store.
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
