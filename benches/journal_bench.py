@@ -10,7 +10,9 @@ Every runner is `acp_fast.Client` reading the same flood agent (`benches/flood_a
 100,000 `agent_message_chunk` updates of 32 B of text) with compare.py's counting observer
 (`on_update` counts and sums the text length); a journal wraps it (`observer=counter`), so the
 journal records every update and then forwards it. The prompt is timed from sending it to its
-answer; the journal's `close()` (writing what is still buffered) is inside the timed span. The
+answer; the journal's `close()` (writing what is still buffered; for SQLite also closing the
+writer's connection, whose last checkpoint copies the WAL into the database: builds before
+git b3cf17b closed it only when the writer was freed, outside the span) is inside it. The
 host's CPU time per update is steadier than the wall rate on a shared machine, given two ways:
 the whole process (`time.process_time`: the reader, the journal's work on the reader's thread
 and the journal writer's own thread; the agent is another process) and the reader's thread

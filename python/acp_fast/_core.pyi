@@ -19,6 +19,8 @@ __all__ = [
     "_rebuild_update",
     "_serve_guard",
     "_set_guard_launcher",
+    "pack_records",
+    "unpack_records",
 ]
 
 DEFAULT_MESSAGE_BYTES: int
@@ -158,6 +160,8 @@ class SqliteWriter:
         last_record: int,
         last_epoch: int,
         observer: Callable[[Update], object] | None = None,
+        *,
+        packed: bool = True,
     ) -> SqliteWriter: ...
     def update(self, update: Update) -> None: ...
     def other(self, kind: str, epoch: int | None, rest: bytes) -> None: ...
@@ -279,3 +283,9 @@ def _guard_pid() -> int | None: ...
 def _serve_guard() -> NoReturn: ...
 def _guard_watch(leader: int) -> bool: ...
 def _guard_forget(leader: int) -> None: ...
+def pack_records(lines: bytes) -> bytes:
+    """A SQLite journal batch's lines as format version 3 stores them: their length (4 bytes,
+    little-endian), then one LZ4 block."""
+
+def unpack_records(packed: bytes) -> bytes:
+    """The lines of a stored (packed) batch; ValueError when it is not one whole packed batch."""

@@ -1,6 +1,7 @@
-"""The SQLite journal's format (version 2): a batch of records a row of table `batches`, the
-records being the JSONL journal's lines, the row naming its records and the range of its
-updates. Damaged rows name the file and the record; version 1 journals (a record a row, what
+"""The SQLite journal's format (version 3): a batch of records a row of table `batches`, the
+records being the JSONL journal's lines LZ4-packed, the row naming its records and the range
+of its updates. Damaged rows name the file and the record; version 2 journals (the lines
+plain) are still read and appended to as they are; version 1 journals (a record a row, what
 earlier builds wrote) are still read, and never appended to."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_fast import journal
+from acp_fast import _core, journal
 from acp_fast.journal import JournalError, RecordKind
 from acp_fast.journal import sqlite as journal_sqlite
 
@@ -22,15 +23,18 @@ from .kit import records as read_all
 SENT = '{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s-1","prompt":[]}}'
 
 
-def rows(path: Path) -> list[tuple[Any, ...]]:
+def rows(path: Path, packed: bool = True) -> list[tuple[Any, ...]]:
+    """The batch rows, their records unpacked (`packed`: a version 3 journal)."""
     connection = sqlite3.connect(path)
     try:
-        return connection.execute(
+        found = connection.execute(
             "SELECT first_record, last_record, first_epoch, first_sequence, last_epoch, "
             "last_sequence, records FROM batches ORDER BY first_record"
         ).fetchall()
     finally:
         connection.close()
+    unpack = _core.unpack_records if packed else bytes
+    return [(*row[:6], unpack(row[6])) for row in found]
 
 
 def lines_without_time(records: bytes) -> list[dict[str, Any]]:
@@ -105,7 +109,7 @@ def test_a_batch_row_holds_many_updates_and_names_their_range(
         ).fetchone()
     finally:
         connection.close()
-    assert 1234 in [line["s"] for line in lines_without_time(holder)]
+    assert 1234 in [line["s"] for line in lines_without_time(_core.unpack_records(holder))]
     assert [r.update_sequence for r in read_all(path)][1:] == list(range(1, 2001))
 
 
@@ -133,7 +137,14 @@ def rewrite_line(number: int, damage: Callable[[bytes], bytes]) -> Callable[[byt
     return rewrite
 
 
-def damage_rows(path: Path, change: Callable[[bytes], bytes]) -> None:
+def damage_rows(path: Path, change: Callable[[bytes], bytes], packed: bool = True) -> None:
+    """Rewrites each batch's lines (`change` of the unpacked lines, packed again)."""
+    if packed:
+        plain = change
+
+        def change(records: bytes) -> bytes:
+            return _core.pack_records(plain(_core.unpack_records(records)))
+
     connection = sqlite3.connect(path)
     try:
         with connection:
@@ -248,3 +259,81 @@ def test_a_version_1_journal_is_read_but_not_appended_to(tmp_path: Path) -> None
     ):
         journal.SqliteJournal(path)
     assert len(read_all(path)) == 4  # untouched
+
+
+@pytest.mark.parametrize("writer", ["core", "fallback"])
+def test_close_leaves_every_record_in_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    # close() closes the writer's connection (the last one checkpoints the WAL into the file
+    # and removes it) even while the journal object lives on: a closed journal is one file.
+    if writer == "fallback":
+        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+    path = tmp_path / "j.sqlite"
+    j = make("sqlite", path)
+    for sequence in range(1, 3001):
+        j.on_update(update(sequence))
+    j.close()
+    assert not Path(f"{path}-wal").exists()
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(path.read_bytes())  # the file alone
+    assert [r.update_sequence for r in read_all(copy)] == list(range(1, 3001))
+    del j
+
+
+def test_a_batch_is_stored_packed_and_damage_to_the_packing_names_the_record(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.sqlite"
+    with make("sqlite", path) as j:
+        for sequence in range(1, 2001):
+            j.on_update(update(sequence))
+    connection = sqlite3.connect(path)
+    try:
+        meta = dict(connection.execute("SELECT key, value FROM journal_meta").fetchall())
+        stored = [row[0] for row in connection.execute("SELECT records FROM batches")]
+    finally:
+        connection.close()
+    assert meta["version"] == "3"
+    plain = sum(len(_core.unpack_records(packed)) for packed in stored)
+    assert sum(len(packed) for packed in stored) * 5 < plain  # made-up updates: alike
+    # A packed batch cut short, or with a wrong length, is not one whole batch.
+    damage_rows(path, lambda packed: packed[:-2], packed=False)
+    with pytest.raises(JournalError, match=f"^{path}: record 1: its batch's records are corr"):
+        read_all(path)
+    with pytest.raises(JournalError, match=r"record .*: its batch's records are corrupted"):
+        journal.SqliteJournal(path)  # the writer reads the last batch too
+    with pytest.raises(ValueError, match="shorter than its length"):
+        _core.unpack_records(b"\x01")
+
+
+@pytest.mark.parametrize("writer", ["core", "fallback"])
+def test_a_version_2_journal_is_read_and_appended_to_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    # What the builds before packing wrote: version 2, the lines plain (same schema).
+    if writer == "fallback":
+        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+    path = tmp_path / "v2.sqlite"
+    with make("sqlite", path) as j:
+        for sequence in range(1, 4):
+            j.on_update(update(sequence))
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("UPDATE journal_meta SET value = '2' WHERE key = 'version'")
+        for first, packed in connection.execute("SELECT first_record, records FROM batches"):
+            connection.execute(
+                "UPDATE batches SET records = ? WHERE first_record = ?",
+                (_core.unpack_records(packed), first),
+            )
+    connection.close()
+    assert [r.update_sequence for r in read_all(path)] == [1, 2, 3]
+    with make("sqlite", path) as j:
+        assert j.last_record == 3
+        for sequence in range(4, 7):
+            j.on_update(update(sequence))
+    found = rows(path, packed=False)
+    assert [line["s"] for row in found for line in lines_without_time(row[6])] == list(
+        range(1, 7)
+    )
+    assert [r.update_sequence for r in read_all(path)] == list(range(1, 7))

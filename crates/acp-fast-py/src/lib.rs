@@ -35,6 +35,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::CoreClient>()?;
     m.add_class::<journal::JournalWriter>()?;
     m.add_class::<journal::SqliteWriter>()?;
+    m.add_function(wrap_pyfunction!(journal::pack_records, m)?)?;
+    m.add_function(wrap_pyfunction!(journal::unpack_records, m)?)?;
     m.add_function(wrap_pyfunction!(update::_rebuild_update, m)?)?;
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.

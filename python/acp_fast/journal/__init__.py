@@ -7,14 +7,15 @@ Two kinds, told apart by content (never by file name):
 - `JsonlJournal`: one JSON object a line after a fixed header line. A record's last key is
   ``"m"``, the exact line it records, embedded verbatim (it is JSON already), so the envelope
   comes back byte for byte and the file stays readable with ``jq``.
-- `SqliteJournal`: SQLite in WAL mode, one row a batch of records (the same lines, with the
-  batch's record numbers and the (epoch, sequence) of its first and last update as indexed
-  columns: format version 2); created, checked and read with the standard library's
-  `sqlite3`. Version 1 journals (a record a row) are still read, never appended to.
+- `SqliteJournal`: SQLite in WAL mode, one row a batch of records (the same lines, LZ4-packed,
+  with the batch's record numbers and the (epoch, sequence) of its first and last update as
+  indexed columns: format version 3); created, checked and read with the standard library's
+  `sqlite3`. Version 2 journals (the lines plain) are read and appended to plain; version 1
+  journals (a record a row) are still read, never appended to.
 
 Records are made by the core (`_core.JournalWriter`, `_core.SqliteWriter`) on the reader's
-thread, a lock and a few copies each, and stored in batches by a thread of the writer's own, so
-an update costs the reader a small part of what reading it does (`benches/journal_bench.py`).
+thread, a lock and a few copies each, and stored in batches by a thread of the writer's own
+(`benches/journal_bench.py` measures what each costs against what reading an update does).
 When a journal is the client's observer, the driver hands it each update in Rust (no Python
 call for the journal's part); the observer it wraps is still called from Python.
 The SQLite writer calls the very SQLite library `sqlite3` loaded, through a connection of its

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 from urllib.parse import quote
 
+from .. import _core
 from .records import (
     _ENVELOPE_KEY,
     _KINDS,
@@ -18,6 +19,7 @@ from .records import (
     JSONL_HEADER,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
+    SQLITE_PLAIN_VERSION,
     JournalError,
     JournalRecord,
     RecordKind,
@@ -155,16 +157,33 @@ def _read_sqlite(path: str) -> Iterator[JournalRecord]:
     except sqlite3.DatabaseError as exc:
         raise JournalError(path, f"cannot open: {exc}") from None
     try:
-        if _check_sqlite_meta(path, connection) == 1:
+        version = _check_sqlite_meta(path, connection)
+        if version == 1:
             yield from _read_rows(path, connection)
         else:
-            yield from _read_batches(path, connection)
+            yield from _read_batches(path, connection, packed=version == SQLITE_FORMAT_VERSION)
     finally:
         connection.close()
 
 
-def _read_batches(path: str, connection: sqlite3.Connection) -> Iterator[JournalRecord]:
-    """Version 2: a batch of records a row, each record a line as in a JSONL journal."""
+def batch_lines(path: str, records: object, number: int, *, packed: bool) -> bytes:
+    """A batch row's records as lines (unpacked when `packed`: version 3), checked to end
+    whole; `number`: its first record's, for the error."""
+    if packed and isinstance(records, bytes):
+        try:
+            records = _core.unpack_records(records)
+        except ValueError as exc:
+            raise JournalError(path, f"its batch's records are corrupted ({exc})", number) from None
+    if not isinstance(records, bytes) or not records.endswith(b"\n"):
+        raise JournalError(path, "its batch's records are cut short", number)
+    return records
+
+
+def _read_batches(
+    path: str, connection: sqlite3.Connection, *, packed: bool
+) -> Iterator[JournalRecord]:
+    """Versions 2 and 3: a batch of records a row, each record a line as in a JSONL journal
+    (version 3: the lines LZ4-packed)."""
     expected = 1
     try:
         cursor = connection.execute(
@@ -175,9 +194,7 @@ def _read_batches(path: str, connection: sqlite3.Connection) -> Iterator[Journal
                 raise JournalError(
                     path, f"a batch starts at record {first!r}: a record is missing", expected
                 )
-            if not isinstance(records, bytes) or not records.endswith(b"\n"):
-                raise JournalError(path, "its batch's records are cut short", expected)
-            lines = records.split(b"\n")
+            lines = batch_lines(path, records, expected, packed=packed).split(b"\n")
             lines.pop()  # after the last newline: nothing
             for raw in lines:
                 yield _parse_line(path, raw, expected)
@@ -234,7 +251,8 @@ def _uri_path(path: str) -> str:
 
 
 def _check_sqlite_meta(path: str, connection: sqlite3.Connection) -> int:
-    """The format version of a SQLite journal (1: a record a row; 2: a batch a row)."""
+    """The format version of a SQLite journal (1: a record a row; 2: a batch a row; 3: a
+    batch a row, packed)."""
     try:
         rows = dict(connection.execute("SELECT key, value FROM journal_meta").fetchall())
     except sqlite3.DatabaseError:
@@ -242,6 +260,6 @@ def _check_sqlite_meta(path: str, connection: sqlite3.Connection) -> int:
     if rows.get("format") != FORMAT_NAME:
         raise JournalError(path, "not an acp-fast journal (journal_meta names another format)")
     version = rows.get("version")
-    if version not in ("1", str(SQLITE_FORMAT_VERSION)):
+    if version not in ("1", str(SQLITE_PLAIN_VERSION), str(SQLITE_FORMAT_VERSION)):
         raise JournalError(path, f"journal version {version} is not supported")
     return int(version)

@@ -21,9 +21,12 @@ JSONL_HEADER = b'{"format":"acp-fast-journal","version":1}\n'
 SQLITE_MAGIC = b"SQLite format 3\x00"
 FORMAT_NAME = "acp-fast-journal"
 FORMAT_VERSION = 1
-#: SQLite journals: 2 stores a batch of records a row (the JSONL journal's lines); version 1
-#: (a record a row) is still read, not appended to.
-SQLITE_FORMAT_VERSION = 2
+#: SQLite journals: 3 stores a batch of records a row, the JSONL journal's lines LZ4-packed
+#: (`_core.unpack_records`); version 2 (the lines plain) is still read and appended to (plain);
+#: version 1 (a record a row) is still read, not appended to.
+SQLITE_FORMAT_VERSION = 3
+#: The earlier batch format (the lines plain), still appended to as it is.
+SQLITE_PLAIN_VERSION = 2
 
 #: A batch of `_SqliteFallback` ends when this many characters of envelopes are pending ...
 #: (the core's writers: 1 MiB of records, or 50 ms)

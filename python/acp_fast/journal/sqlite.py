@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from .. import _core
 from .observer import _Journal
-from .reading import _check_sqlite_meta
+from .reading import _check_sqlite_meta, batch_lines
 from .records import (
     FORMAT_NAME,
     JSONL_HEADER,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
+    SQLITE_PLAIN_VERSION,
     Fsync,
     JournalError,
     _check_fsync,
@@ -57,7 +58,8 @@ _INSERT = (
 
 class SqliteJournal(_Journal):
     """A journal in a SQLite database (WAL): table ``batches``, a batch of records a row (the
-    records are the JSONL journal's lines; a row says which records and updates it holds).
+    records are the JSONL journal's lines, LZ4-packed; a row says which records and updates it
+    holds).
     The database is created and checked with `sqlite3`; the core's writer inserts the rows through
     the same SQLite library (`_core.SqliteWriter`), or, where the core cannot reach it,
     `sqlite3` does (`_SqliteFallback`)."""
@@ -73,11 +75,12 @@ class SqliteJournal(_Journal):
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
-        connection = _open_sqlite(self.path, create=True)
+        connection, version = _open_sqlite(self.path, create=True)
+        packed = version == SQLITE_FORMAT_VERSION  # a version 2 journal goes on plain
         inner = getattr(observer, "on_update", None)
         writer: _core.SqliteWriter | _SqliteFallback | None = None
         try:
-            last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection)
+            last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection, packed)
             library = _sqlite_library()
             if library is not None:
                 try:
@@ -89,6 +92,7 @@ class SqliteJournal(_Journal):
                         last_record,
                         self.last_transport_epoch,
                         inner,
+                        packed=packed,
                     )
                 except LookupError:
                     writer = None  # SQLite not reachable through _sqlite3: write through it
@@ -99,7 +103,13 @@ class SqliteJournal(_Journal):
                     f"PRAGMA synchronous={'OFF' if self.fsync == 'never' else 'FULL'}"
                 )
                 writer = _SqliteFallback(
-                    self.path, connection, self.fsync, last_record, self.last_transport_epoch, inner
+                    self.path,
+                    connection,
+                    self.fsync,
+                    last_record,
+                    self.last_transport_epoch,
+                    inner,
+                    packed,
                 )
         except BaseException:
             connection.close()
@@ -140,8 +150,10 @@ class _SqliteFallback:
         last_record: int,
         last_epoch: int,
         observer: Callable[[Update], object] | None,
+        packed: bool,
     ) -> None:
         self.path = path
+        self.packed = packed
         self.pid = os.getpid()
         self.connection = connection
         self.every = fsync == "every"
@@ -237,6 +249,8 @@ class _SqliteFallback:
         first = updates[0] if updates else (None, None)
         last = updates[-1] if updates else (None, None)
         records = "".join(line for _, line, _ in batch).encode("utf-8", "surrogatepass")
+        if self.packed:
+            records = _core.pack_records(records)
         row = (batch[0][0], batch[-1][0], *first, *last, records)
         try:
             self.connection.execute(_INSERT, row)  # one row: whole or absent
@@ -312,8 +326,9 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
-    """Connect to a journal, creating it when `create` and the database is new."""
+def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int]:
+    """Connect to a journal, creating it when `create` and the database is new; with its
+    format version."""
     if not create and not os.path.exists(path):
         raise JournalError(path, "no such file")
     if create and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
@@ -334,19 +349,21 @@ def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
         if create and tables == 0:
             # Only a new (empty) database becomes a journal; any other must already be one.
             # One transaction, so a crash never leaves tables without the format row.
-            # A batch row is up to 1 MiB of overflow pages: 16 KiB pages take a quarter of the
-            # WAL frames and writes of the default 4 KiB (host CPU per update in batch/never
-            # mode 1.4-1.6 us against 2.0-2.4, benches/journal_bench.py), while a lone record's
-            # commit (fsync "every", a decision) writes no more than one such page.
+            # A batch row is overflow pages (up to 1 MiB of lines, packed to a few tens of
+            # KiB): 16 KiB pages take a quarter of the WAL frames and writes of the default
+            # 4 KiB (measured before packing: host CPU per update in batch/never mode 1.4-1.6
+            # us against 2.0-2.4, benches/journal_bench.py), while a lone record's commit
+            # (fsync "every", a decision) writes no more than one such page.
             connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(
                 f"BEGIN; {_SCHEMA} INSERT INTO journal_meta VALUES "
                 f"('format', '{FORMAT_NAME}'), ('version', '{SQLITE_FORMAT_VERSION}'); COMMIT;"
             )
+            version = SQLITE_FORMAT_VERSION
         else:
             version = _check_sqlite_meta(path, connection)
-            if create and version != SQLITE_FORMAT_VERSION:
+            if create and version not in (SQLITE_PLAIN_VERSION, SQLITE_FORMAT_VERSION):
                 raise JournalError(
                     path,
                     f"a version {version} SQLite journal (a record a row, from an earlier "
@@ -360,10 +377,10 @@ def _open_sqlite(path: str, *, create: bool) -> sqlite3.Connection:
     except BaseException:
         connection.close()
         raise
-    return connection
+    return connection, version
 
 
-def _sqlite_tail(path: str, connection: sqlite3.Connection) -> tuple[int, int]:
+def _sqlite_tail(path: str, connection: sqlite3.Connection, packed: bool) -> tuple[int, int]:
     """The last record's number and epoch ((0, 0) when there is none)."""
     try:
         row = connection.execute(
@@ -374,8 +391,7 @@ def _sqlite_tail(path: str, connection: sqlite3.Connection) -> tuple[int, int]:
     if row is None:
         return 0, 0
     number, records = row
-    if not isinstance(records, bytes) or not records.endswith(b"\n"):
-        raise JournalError(path, "its batch's records are cut short", number)
+    records = batch_lines(path, records, number, packed=packed)
     line = records[records.rfind(b"\n", 0, len(records) - 1) + 1 :]
     try:
         record = json.loads(line)

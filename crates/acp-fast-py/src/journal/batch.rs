@@ -51,6 +51,10 @@ pub(crate) trait Store: Send + 'static {
     fn store(&mut self, batch: &mut Self::Batch) -> Result<(), String>;
     /// Empties a batch that will never be stored.
     fn discard(batch: &mut Self::Batch);
+    /// After the last batch (at `close()`): releases what the store holds, so its final work
+    /// (SQLite's last checkpoint) is done and paid for by `close()`, not whenever the writer
+    /// happens to be freed.
+    fn close(&mut self) {}
 }
 
 /// What the reader appends to.
@@ -346,7 +350,11 @@ impl<S: Store> Core<S> {
             });
         }
         let shared = &self.shared;
-        let _ = py.detach(|| shared.store_pending());
+        let _ = py.detach(|| {
+            let stored = shared.store_pending();
+            lock(&shared.sink).store.close();
+            stored
+        });
         let failed = lock(&self.shared.sink).failed.clone();
         match failed {
             Some(failed) => {

@@ -1,12 +1,12 @@
 //! The hot path of `acp_fast.journal`: each record is made in Rust on the reader's thread (a
 //! lock and a few copies, no Python string work) and stored in batches by a thread of the
-//! writer's own, so an update costs the reader a small part of what reading it does.
+//! writer's own, so the reader pays for making the record, not for storing it.
 //!
 //! - `lines`: the record format (one JSON object a line) both kinds store.
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
 //! - `jsonl`: `JournalWriter`, the lines appended to a file.
-//! - `sqlite`: `SqliteWriter`, a batch of lines a row, through the very SQLite `sqlite3`
-//!   calls (`sqlite_api`).
+//! - `sqlite`: `SqliteWriter`, a batch of lines a row (LZ4-packed: `pack`), through the very
+//!   SQLite `sqlite3` calls (`sqlite_api`).
 //!
 //! The Python side opens and checks a journal (header or schema, torn tail, last record), and
 //! makes the rare records' text (permission and activity fields, wire lines). When the
@@ -16,11 +16,13 @@
 mod batch;
 mod jsonl;
 mod lines;
+mod pack;
 mod sqlite;
 mod sqlite_api;
 
 pub(crate) use jsonl::JournalWriter;
 pub(crate) use lines::{Envelope, UpdateRecord};
+pub(crate) use pack::{pack_records, unpack_records};
 pub(crate) use sqlite::SqliteWriter;
 
 use pyo3::exceptions::PyValueError;

@@ -1,6 +1,6 @@
-//! The SQLite journal's store: a batch of records (the JSONL journal's lines) as one row of
-//! `batches`, one transaction a batch, through a connection of the writer's own on the SQLite
-//! `sqlite3` calls (`sqlite_api`), so neither the reader nor the GIL waits for SQLite and an
+//! The SQLite journal's store: a batch of records (the JSONL journal's lines, LZ4-packed) as
+//! one row of `batches`, one transaction a batch, through a connection of the writer's own on
+//! the SQLite `sqlite3` calls (`sqlite_api`), so neither the reader nor the GIL waits for SQLite and an
 //! update costs its line, not an INSERT. The Python side created the database (schema, WAL,
 //! format row) and read its last record. `synchronous=FULL` syncs each commit (fsync "every",
 //! "batch"); "never": OFF.
@@ -15,6 +15,7 @@ use super::batch::{Core, Store};
 use super::fsync_mode;
 use super::jsonl::record_python_update;
 use super::lines::{record_other, record_update, Lines, Session, UpdateRecord};
+use super::pack::pack_into;
 use super::sqlite_api::{Api, Db, Stmt, SQLITE_DONE};
 use crate::update::Update;
 
@@ -27,6 +28,10 @@ pub(crate) struct SqliteStore {
     api: Api,
     db: *mut Db,
     insert: *mut Stmt,
+    /// Format version 3: each batch stored LZ4-packed (`pack`), in `packed`'s reused memory;
+    /// version 2 journals are appended to as they are, the lines plain.
+    pack: bool,
+    packed: Vec<u8>,
 }
 
 // SAFETY: the connection is used by one thread at a time (the batch core's store lock), and the
@@ -39,12 +44,14 @@ fn signed(value: u64) -> i64 {
 }
 
 impl SqliteStore {
-    fn open(api: Api, path: &str, sync: bool) -> Result<SqliteStore, String> {
+    fn open(api: Api, path: &str, sync: bool, pack: bool) -> Result<SqliteStore, String> {
         let db = api.open(path, BUSY_TIMEOUT_MS)?;
         let mut store = SqliteStore {
             api,
             db,
             insert: std::ptr::null_mut(),
+            pack,
+            packed: Vec::new(),
         };
         let synchronous = if sync {
             c"PRAGMA synchronous=FULL"
@@ -75,7 +82,10 @@ impl SqliteStore {
     }
 
     /// Inserts the batch as one row (an implicit transaction: the row is whole or absent).
-    fn insert(&self, batch: &Lines) -> Result<(), String> {
+    fn insert(&mut self, batch: &Lines) -> Result<(), String> {
+        if self.db.is_null() {
+            return Err("the connection is closed".to_owned());
+        }
         let first = batch.first_update;
         let last = batch.last_update;
         self.int(1, Some(batch.first_record))?;
@@ -84,7 +94,12 @@ impl SqliteStore {
         self.int(4, first.map(|(_, sequence)| sequence))?;
         self.int(5, last.map(|(epoch, _)| epoch))?;
         self.int(6, last.map(|(_, sequence)| sequence))?;
-        let text = &batch.text;
+        let text = if self.pack {
+            let length = pack_into(&batch.text, &mut self.packed)?;
+            &self.packed[..length]
+        } else {
+            &batch.text
+        };
         let length = c_int::try_from(text.len()).map_err(|_| "a batch over 2 GiB".to_owned())?;
         // SAFETY: `text` outlives the step that reads it (SQLITE_STATIC); the statement is live.
         self.status(unsafe {
@@ -109,13 +124,23 @@ impl SqliteStore {
     }
 }
 
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        // SAFETY: the statement and the connection are this store's; finalize(null) is a no-op.
+impl SqliteStore {
+    /// Closes the connection (the last one checkpoints the WAL into the database). Idempotent.
+    fn shut(&mut self) {
+        // SAFETY: the statement and the connection are this store's, nulled once closed;
+        // finalize(null) and close_v2(null) are no-ops.
         unsafe {
             (self.api.finalize)(self.insert);
             (self.api.close_v2)(self.db);
         }
+        self.insert = std::ptr::null_mut();
+        self.db = std::ptr::null_mut();
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.shut();
     }
 }
 
@@ -136,6 +161,10 @@ impl Store for SqliteStore {
     fn discard(batch: &mut Lines) {
         batch.clear();
     }
+
+    fn close(&mut self) {
+        self.shut();
+    }
 }
 
 /// The writer of a SQLite journal (`acp_fast.journal.SqliteJournal`).
@@ -153,7 +182,8 @@ impl SqliteWriter {
     /// `path`: a journal database the caller created and checked; `last_record`,
     /// `last_epoch`: what it ends with.
     #[new]
-    #[pyo3(signature = (library, version, path, fsync, last_record, last_epoch, observer=None))]
+    /// `packed`: store each batch LZ4-packed (format version 3; false for a version 2 journal).
+    #[pyo3(signature = (library, version, path, fsync, last_record, last_epoch, observer=None, *, packed=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         library: &str,
@@ -163,10 +193,11 @@ impl SqliteWriter {
         last_record: u64,
         last_epoch: u64,
         observer: Option<Py<PyAny>>,
+        packed: bool,
     ) -> PyResult<Self> {
         let (every, sync) = fsync_mode(fsync)?;
         let api = Api::bind(library, version).map_err(PyLookupError::new_err)?;
-        let store = SqliteStore::open(api, &path, sync).map_err(PyRuntimeError::new_err)?;
+        let store = SqliteStore::open(api, &path, sync, packed).map_err(PyRuntimeError::new_err)?;
         Ok(SqliteWriter {
             core: Core::new(path, store, every, last_record, last_epoch)?,
             observer,
