@@ -35,7 +35,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone: ENOENT, or ESRCH when it exits between the open and the read
         return False
 
 

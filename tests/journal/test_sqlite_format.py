@@ -333,7 +333,5 @@ def test_a_version_2_journal_is_read_and_appended_to_plain(
         for sequence in range(4, 7):
             j.on_update(update(sequence))
     found = rows(path, packed=False)
-    assert [line["s"] for row in found for line in lines_without_time(row[6])] == list(
-        range(1, 7)
-    )
+    assert [line["s"] for row in found for line in lines_without_time(row[6])] == list(range(1, 7))
     assert [r.update_sequence for r in read_all(path)] == list(range(1, 7))
