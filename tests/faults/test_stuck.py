@@ -272,15 +272,21 @@ def fail_after(seconds: int) -> Callable[[], None]:
     return undo
 
 
+def _writes_then_reads(count: int) -> str:
+    """An agent script: `count` permission requests written before it reads a line, then the
+    answers read, then the prompt answered."""
+    line = f"printf '%s\\n' {sq(PERMISSION_REQUEST)}"
+    writes = f"i=0; while [ $i -lt {count} ]; do {line}; i=$((i+1)); done"
+    reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
+    return f"{writes}; {reads}"
+
+
 def test_an_agent_that_writes_all_its_requests_before_it_reads_is_served(watch: Watch) -> None:
     """20,000 permission requests (5 MB, more than the pipe and the reader hold) written before
     the agent reads a line: the client's answers fill the agent's stdin long before that, so
     the client must read on while its write waits, or both wait forever."""
     count = 20_000
-    line = f"printf '%s\\n' {sq(PERMISSION_REQUEST)}"
-    writes = f"i=0; while [ $i -lt {count} ]; do {line}; i=$((i+1)); done"
-    reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
-    client = watch.client(agent(None, f"{writes}; {reads}"))
+    client = watch.client(agent(None, _writes_then_reads(count)))
     client.start()
     undo = fail_after(60)
     try:
@@ -295,9 +301,6 @@ def test_each_line_written_to_a_full_stdin_is_tapped_once(watch: Watch) -> None:
     waited, reading on) is reported to `on_sent` once, when first tried, not again each time
     the write is retried."""
     count = 20_000
-    line = f"printf '%s\\n' {sq(PERMISSION_REQUEST)}"
-    writes = f"i=0; while [ $i -lt {count} ]; do {line}; i=$((i+1)); done"
-    reads = f"head -n {count} > /dev/null; {emit(stop_line(2))}"
 
     class Tapping:
         def __init__(self) -> None:
@@ -314,7 +317,7 @@ def test_each_line_written_to_a_full_stdin_is_tapped_once(watch: Watch) -> None:
             self.sent.append(line)
 
     tapping = Tapping()
-    client = watch.client(agent(None, f"{writes}; {reads}"), observer=tapping)
+    client = watch.client(agent(None, _writes_then_reads(count)), observer=tapping)
     client.start()
     undo = fail_after(60)
     try:
