@@ -281,18 +281,22 @@ def _writes_then_reads(count: int) -> str:
     return f"{writes}; {reads}"
 
 
-def test_an_agent_that_writes_all_its_requests_before_it_reads_is_served(watch: Watch) -> None:
-    """20,000 permission requests (5 MB, more than the pipe and the reader hold) written before
-    the agent reads a line: the client's answers fill the agent's stdin long before that, so
-    the client must read on while its write waits, or both wait forever."""
-    count = 20_000
-    client = watch.client(agent(None, _writes_then_reads(count)))
+def _prompt_served(client: acp.Client) -> None:
+    """Starts the client and prompts once; the prompt must end (with no reply) within 60 s."""
     client.start()
     undo = fail_after(60)
     try:
         assert client.prompt("go") == ""
     finally:
         undo()
+
+
+def test_an_agent_that_writes_all_its_requests_before_it_reads_is_served(watch: Watch) -> None:
+    """20,000 permission requests (5 MB, more than the pipe and the reader hold) written before
+    the agent reads a line: the client's answers fill the agent's stdin long before that, so
+    the client must read on while its write waits, or both wait forever."""
+    count = 20_000
+    _prompt_served(watch.client(agent(None, _writes_then_reads(count))))
     assert len(watch.journal.permissions) == count
 
 
@@ -317,13 +321,7 @@ def test_each_line_written_to_a_full_stdin_is_tapped_once(watch: Watch) -> None:
             self.sent.append(line)
 
     tapping = Tapping()
-    client = watch.client(agent(None, _writes_then_reads(count)), observer=tapping)
-    client.start()
-    undo = fail_after(60)
-    try:
-        assert client.prompt("go") == ""
-    finally:
-        undo()
+    _prompt_served(watch.client(agent(None, _writes_then_reads(count)), observer=tapping))
     answers = [line for line in tapping.sent if '"id":"p"' in line]
     assert tapping.permissions == count
     assert len(answers) == count, f"{len(answers) - count} answers tapped twice"
