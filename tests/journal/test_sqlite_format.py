@@ -23,6 +23,15 @@ from .kit import records as read_all
 SENT = '{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s-1","prompt":[]}}'
 
 
+@pytest.fixture(params=["core", "fallback"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each SQLite writer in turn: the core's, and the `sqlite3` fallback used where the core
+    cannot find the library's calls."""
+    if request.param == "fallback":
+        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+    return str(request.param)
+
+
 def rows(path: Path, packed: bool = True) -> list[tuple[Any, ...]]:
     """The batch rows, their records unpacked (`packed`: a version 3 journal)."""
     connection = sqlite3.connect(path)
@@ -46,12 +55,7 @@ def lines_without_time(records: bytes) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_both_sqlite_writers_write_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
-    if writer == "fallback":
-        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+def test_both_sqlite_writers_write_the_same_rows(tmp_path: Path, writer: str) -> None:
     path = tmp_path / "j.sqlite"
     with make("sqlite", path, "every", transport_epoch=7) as j:
         j.on_sent(SENT)
@@ -74,12 +78,7 @@ def test_both_sqlite_writers_write_the_same_rows(
     assert [r.number for r in read_all(path)] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_a_batch_row_holds_many_updates_and_names_their_range(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
-    if writer == "fallback":
-        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
+def test_a_batch_row_holds_many_updates_and_names_their_range(tmp_path: Path, writer: str) -> None:
     path = tmp_path / "j.sqlite"
     with make("sqlite", path, "batch") as j:
         j.on_sent(SENT)  # stored at once: a row of its own
@@ -261,14 +260,9 @@ def test_a_version_1_journal_is_read_but_not_appended_to(tmp_path: Path) -> None
     assert len(read_all(path)) == 4  # untouched
 
 
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_close_leaves_every_record_in_the_database_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
+def test_close_leaves_every_record_in_the_database_file(tmp_path: Path, writer: str) -> None:
     # close() closes the writer's connection (the last one checkpoints the WAL into the file
     # and removes it) even while the journal object lives on: a closed journal is one file.
-    if writer == "fallback":
-        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
     path = tmp_path / "j.sqlite"
     j = make("sqlite", path)
     for sequence in range(1, 3001):
@@ -307,13 +301,8 @@ def test_a_batch_is_stored_packed_and_damage_to_the_packing_names_the_record(
         _core.unpack_records(b"\x01")
 
 
-@pytest.mark.parametrize("writer", ["core", "fallback"])
-def test_a_version_2_journal_is_read_and_appended_to_plain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
+def test_a_version_2_journal_is_read_and_appended_to_plain(tmp_path: Path, writer: str) -> None:
     # What the builds before packing wrote: version 2, the lines plain (same schema).
-    if writer == "fallback":
-        monkeypatch.setattr(journal_sqlite, "_sqlite_library", lambda: None)
     path = tmp_path / "v2.sqlite"
     with make("sqlite", path) as j:
         for sequence in range(1, 4):
