@@ -48,6 +48,23 @@ def chunk(session_id: str, text: str, kind: str = "agent_message_chunk") -> None
     update(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
 
 
+YES_NO = [
+    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+    {"optionId": "no", "name": "No", "kind": "reject_once"},
+]
+
+
+def ask(
+    request_id: Any,
+    session_id: str,
+    tool_call: dict[str, Any],
+    options: list[dict[str, Any]] = YES_NO,
+) -> None:
+    """A `session/request_permission` request."""
+    params = {"sessionId": session_id, "toolCall": tool_call, "options": options}
+    send({"id": request_id, "method": "session/request_permission", "params": params})
+
+
 def answer(request_id: Any, result: Any) -> None:
     send({"id": request_id, "result": result})
 
@@ -189,20 +206,7 @@ for raw in sys.stdin:
         elif behaviour == "ask_then_stream":
             pending[session_id] = (request_id, "permission", "")
             asked["perm-2"] = session_id
-            send(
-                {
-                    "id": "perm-2",
-                    "method": "session/request_permission",
-                    "params": {
-                        "sessionId": session_id,
-                        "toolCall": {"toolCallId": "t9", "title": "write y", "kind": "edit"},
-                        "options": [
-                            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                            {"optionId": "no", "name": "No", "kind": "reject_once"},
-                        ],
-                    },
-                }
-            )
+            ask("perm-2", session_id, {"toolCallId": "t9", "title": "write y", "kind": "edit"})
             for i in range(int(words[1])):
                 chunk(session_id, f"s{i} ")
         elif behaviour in ("hang", "late"):
@@ -210,20 +214,7 @@ for raw in sys.stdin:
         elif behaviour == "permission":
             pending[session_id] = (request_id, behaviour, "")
             asked["perm-1"] = session_id
-            send(
-                {
-                    "id": "perm-1",
-                    "method": "session/request_permission",
-                    "params": {
-                        "sessionId": session_id,
-                        "toolCall": {"toolCallId": "t1", "title": "write x", "kind": "edit"},
-                        "options": [
-                            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                            {"optionId": "no", "name": "No", "kind": "reject_once"},
-                        ],
-                    },
-                }
-            )
+            ask("perm-1", session_id, {"toolCallId": "t1", "title": "write x", "kind": "edit"})
         elif behaviour == "tools":
             update(
                 session_id,
@@ -275,16 +266,11 @@ for raw in sys.stdin:
             update(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": "code"})
             pending[session_id] = (request_id, "permission", "")
             asked[7] = session_id
-            send(
-                {
-                    "id": 7,
-                    "method": "session/request_permission",
-                    "params": {
-                        "sessionId": session_id,
-                        "toolCall": {"toolCallId": "t2", "title": "Run ls", "kind": "execute"},
-                        "options": [{"optionId": "no", "name": "No", "kind": "reject_once"}],
-                    },
-                }
+            ask(
+                7,
+                session_id,
+                {"toolCallId": "t2", "title": "Run ls", "kind": "execute"},
+                [{"optionId": "no", "name": "No", "kind": "reject_once"}],
             )
         elif behaviour == "after":
             answer(request_id, {"stopReason": "end_turn"})
