@@ -612,7 +612,9 @@ class Client(_ClientBase[Session]):
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``
-        > 0 the agent's stdin is closed first and it has that long to exit by itself."""
+        > 0 the agent's stdin is closed first, and the agent and the processes of its group
+        have that long to exit by themselves (what it started may still be persisting a
+        session after the agent exited); whatever is left is then killed."""
         if self._core is not None:
             self._core.close(grace)
 

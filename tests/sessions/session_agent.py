@@ -25,6 +25,7 @@ Methods listed in the config's ``hang_methods`` are never answered.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from typing import Any
@@ -296,3 +297,11 @@ for raw in sys.stdin:
 if config.get("exit_marker"):
     time.sleep(0.2)
     open(config["exit_marker"], "w").write("exited by itself")
+# Or one that leaves the persisting to a process of its group and exits at once (as
+# claude-agent-acp leaves it to its `claude` child); `child_seconds` long.
+if config.get("child_marker"):
+    persist = (
+        "import sys, time; time.sleep(float(sys.argv[2])); open(sys.argv[1], 'w').write('done')"
+    )
+    seconds = str(config.get("child_seconds", 0.3))
+    subprocess.Popen([sys.executable, "-c", persist, config["child_marker"], seconds])

@@ -440,6 +440,40 @@ def test_close_with_a_grace_lets_the_agent_exit_by_itself(
         assert not marker.exists(), "without a grace the agent is killed at once"
 
 
+@pytest.mark.parametrize("grace", [0.0, 3.0])
+def test_close_with_a_grace_lets_what_the_agent_started_finish(
+    make_session_client: MakeClient, tmp_path: Any, grace: float
+) -> None:
+    # The agent exits at end of input at once; a process of its group writes 0.3 s later.
+    marker = tmp_path / f"child-{grace}"
+    client, _ = make_session_client({"child_marker": str(marker)})
+    client.start()
+    client.prompt("stream 1")
+    began = time.monotonic()
+    client.close(grace=grace)
+    assert time.monotonic() - began < grace + 1.0
+    if grace:
+        assert marker.read_text() == "done", "the group's process had the grace too"
+    else:
+        time.sleep(0.6)
+        assert not marker.exists(), "without a grace the whole group is killed at once"
+
+
+def test_a_grace_ends_for_a_group_process_that_never_exits(
+    make_session_client: MakeClient, tmp_path: Any
+) -> None:
+    marker = tmp_path / "never"
+    client, _ = make_session_client({"child_marker": str(marker), "child_seconds": 30})
+    client.start()
+    client.prompt("stream 1")
+    began = time.monotonic()
+    client.close(grace=0.5)
+    spent = time.monotonic() - began
+    assert 0.4 < spent < 0.5 + 1.0, spent  # waited out the grace, then killed the group
+    time.sleep(0.3)
+    assert not marker.exists()
+
+
 def test_start_timeout_stops_the_client() -> None:
     hung = acp.Client(
         "/bin/sh",

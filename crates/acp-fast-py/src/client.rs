@@ -502,7 +502,8 @@ impl CoreClient {
     }
 
     /// Stops the agent's group, reaps the agent and releases the pipes. Idempotent; any
-    /// thread. With `grace` > 0 the agent's stdin is closed first and it has that long to exit.
+    /// thread. With `grace` > 0 the agent's stdin is closed first, and it and the rest of its
+    /// group have that long to exit.
     #[pyo3(signature = (grace=0.0))]
     fn close(&self, py: Python<'_>, grace: f64) {
         if !self.owned_here() {
@@ -515,14 +516,19 @@ impl CoreClient {
                 }
                 drop(driven);
                 let until = Instant::now() + Duration::from_secs_f64(grace.min(3600.0));
+                // The grace is the group's: what the agent started may still be finishing
+                // (persisting a session) after the agent itself has exited.
                 py.detach(|| loop {
-                    let exited = lock(&self.agent)
-                        .as_ref()
-                        .is_none_or(|a| a.exit_status().is_some());
-                    if exited || Instant::now() >= until {
+                    let (exited, busy) = match lock(&self.agent).as_ref() {
+                        None => (true, false),
+                        Some(agent) if agent.exit_status().is_some() => (true, agent.group_busy()),
+                        Some(_) => (false, true),
+                    };
+                    if (exited && !busy) || Instant::now() >= until {
                         break;
                     }
-                    std::thread::sleep(Duration::from_millis(5));
+                    // After the agent's exit each look walks /proc: look less often.
+                    std::thread::sleep(Duration::from_millis(if exited { 20 } else { 5 }));
                 });
             }
         }

@@ -386,6 +386,17 @@ impl Agent {
         }
     }
 
+    /// Whether a process other than the agent itself is still running in the agent's group:
+    /// what it started and has not waited for (claude-agent-acp's `claude` child persisting a
+    /// session after the agent answered end of input). Linux only (a walk of /proc); false
+    /// elsewhere, and once the agent is reaped.
+    pub fn group_busy(&self) -> bool {
+        if self.reaped || !self.owned_here() {
+            return false;
+        }
+        group_has_others(self.child.id() as libc::pid_t)
+    }
+
     /// The agent's exit status if it has exited; never waits, and leaves it unreaped so its
     /// pid (the group id) stays ours until `stop_and_reap` has signalled the whole group.
     pub fn exit_status(&self) -> Option<std::process::ExitStatus> {
@@ -394,6 +405,42 @@ impl Agent {
         }
         peek_exit(self.child.id() as libc::pid_t)
     }
+}
+
+/// Whether /proc shows a live process (not a zombie) in group `pgid` other than `pgid` itself.
+#[cfg(target_os = "linux")]
+fn group_has_others(pgid: libc::pid_t) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            return false;
+        };
+        if pid == pgid {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false; // gone meanwhile
+        };
+        // The command name may hold spaces and parentheses: fields follow the last ')'.
+        let Some(fields) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+            return false;
+        };
+        let mut fields = fields.split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1).and_then(|g| g.parse::<libc::pid_t>().ok());
+        group == Some(pgid) && !matches!(state, Some("Z" | "X"))
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn group_has_others(_pgid: libc::pid_t) -> bool {
+    false
 }
 
 /// The exit status of our child `pid` if it has exited, without reaping it.
