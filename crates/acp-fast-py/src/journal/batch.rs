@@ -15,6 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+use super::sync::{Fsync, Syncs};
+
 /// The batch thread stores a batch once this many bytes of records are pending ...
 pub(crate) const BATCH_BYTES: usize = 512 << 10;
 /// ... or when its oldest record has waited this long.
@@ -51,6 +53,9 @@ pub(crate) trait Store: Send + 'static {
     fn store(&mut self, batch: &mut Self::Batch) -> Result<(), String>;
     /// Empties a batch that will never be stored.
     fn discard(batch: &mut Self::Batch);
+    /// fsync "batch": a file whose sync makes every batch stored so far durable (the JSONL
+    /// file; SQLite's WAL), asked for once, after the first batch is stored.
+    fn sync_file(&self) -> Result<std::fs::File, String>;
     /// After the last batch (at `close()`): releases what the store holds, so its final work
     /// (SQLite's last checkpoint) is done and paid for by `close()`, not whenever the writer
     /// happens to be freed.
@@ -86,6 +91,8 @@ struct Shared<S: Store> {
     sink: Mutex<Sink<S>>,
     /// Set with `Sink::failed`, read without the lock on the hot path.
     failed: AtomicBool,
+    /// fsync "batch": the syncs, off the batch thread.
+    syncs: Option<Syncs>,
 }
 
 enum StoreError {
@@ -106,7 +113,12 @@ impl<S: Store> Shared<S> {
             sink.spare = batch;
             return Ok(());
         }
-        match sink.store.store(&mut batch) {
+        let mut stored = sink.store.store(&mut batch);
+        if let (Ok(()), Some(syncs)) = (&stored, &self.syncs) {
+            let store = &sink.store;
+            stored = syncs.written(|| store.sync_file());
+        }
+        match stored {
             Ok(()) => {
                 sink.spare = batch;
                 Ok(())
@@ -114,15 +126,51 @@ impl<S: Store> Shared<S> {
             Err(failed) => {
                 S::discard(&mut batch);
                 sink.spare = batch;
-                sink.failed = Some(failed.clone());
-                self.failed.store(true, Ordering::Release);
-                Err(StoreError::Now(failed))
+                Err(StoreError::Now(self.fail(&mut sink, failed)))
             }
         }
     }
 
-    /// The batch thread: stores a batch once it is big enough or old enough.
+    fn fail(&self, sink: &mut Sink<S>, failed: String) -> String {
+        let failed = sink.failed.get_or_insert(failed).clone();
+        self.failed.store(true, Ordering::Release);
+        failed
+    }
+
+    /// Stores what is pending, then (fsync "batch") syncs every batch written so far.
+    fn store_durably(&self) -> Result<(), StoreError> {
+        self.store_pending()?;
+        match &self.syncs {
+            Some(syncs) => syncs.now().map_err(|failed| {
+                StoreError::Now(self.fail(&mut lock(&self.sink), failed))
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The batch thread; once stopped, it syncs what it wrote (fsync "batch") and stops the
+    /// sync thread (`close()` does both too: the thread may have ended on a failure, and a
+    /// writer dropped without `close()` has only this).
     fn run(&self) {
+        self.write_batches();
+        if let Some(syncs) = &self.syncs {
+            if let Err(failed) = syncs.now() {
+                self.fail(&mut lock(&self.sink), failed);
+            }
+            syncs.stop();
+        }
+    }
+
+    fn run_syncs(&self) {
+        if let Some(syncs) = &self.syncs {
+            syncs.run(|failed| {
+                self.fail(&mut lock(&self.sink), failed);
+            });
+        }
+    }
+
+    /// Stores a batch once it is big enough or old enough, until stopped.
+    fn write_batches(&self) {
         let mut pending = lock(&self.pending);
         loop {
             let bytes = S::bytes(&pending.batch);
@@ -167,14 +215,15 @@ pub(crate) struct Core<S: Store> {
     /// Set in a child made by fork(): the records belong to the parent.
     foreign: AtomicBool,
     owner: u32,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The batch thread and (fsync "batch") the sync thread.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl<S: Store> Core<S> {
     pub fn new(
         path: String,
         store: S,
-        every: bool,
+        fsync: Fsync,
         last_record: u64,
         last_epoch: u64,
     ) -> PyResult<Self> {
@@ -195,25 +244,30 @@ impl<S: Store> Core<S> {
                 spare: S::Batch::default(),
             }),
             failed: AtomicBool::new(false),
+            syncs: (fsync == Fsync::Batch).then(Syncs::default),
         });
-        let thread = if every {
-            None
-        } else {
+        let spawn = |name: &str, run: fn(&Shared<S>)| {
             let shared = Arc::clone(&shared);
-            let spawned = std::thread::Builder::new()
-                .name("acp-fast-journal".to_owned())
-                .spawn(move || shared.run())
-                .map_err(|error| PyRuntimeError::new_err(format!("cannot start: {error}")))?;
-            Some(spawned)
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(move || run(&shared))
+                .map_err(|error| PyRuntimeError::new_err(format!("cannot start: {error}")))
         };
+        let mut threads = Vec::new();
+        if fsync != Fsync::Every {
+            threads.push(spawn("acp-fast-journal", Shared::run)?);
+        }
+        if fsync == Fsync::Batch {
+            threads.push(spawn("acp-fast-journal-sync", Shared::run_syncs)?);
+        }
         Ok(Core {
             shared,
             path,
-            every,
+            every: fsync == Fsync::Every,
             closed: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             owner: std::process::id(),
-            thread: Mutex::new(thread),
+            threads: Mutex::new(threads),
         })
     }
 
@@ -244,10 +298,11 @@ impl<S: Store> Core<S> {
         Ok(())
     }
 
-    /// Stores the pending records now, the GIL released while the disk works.
+    /// Stores the pending records now and makes them durable (unless fsync is "never"), the
+    /// GIL released while the disk works.
     fn store_now(&self, py: Python<'_>) -> PyResult<()> {
         let shared = &self.shared;
-        match py.detach(|| shared.store_pending()) {
+        match py.detach(|| shared.store_durably()) {
             Ok(()) => Ok(()),
             Err(StoreError::Earlier(failed)) => {
                 Err(self.error(py, format!("an earlier write failed ({failed})")))
@@ -343,15 +398,19 @@ impl<S: Store> Core<S> {
         }
         lock(&self.shared.pending).stop = true;
         self.shared.wake.notify_one();
-        let thread = lock(&self.thread).take();
-        if let Some(thread) = thread {
-            py.detach(|| {
-                let _ = thread.join();
-            });
-        }
+        let mut threads = std::mem::take(&mut *lock(&self.threads)).into_iter();
         let shared = &self.shared;
         let _ = py.detach(|| {
-            let stored = shared.store_pending();
+            if let Some(batch_thread) = threads.next() {
+                let _ = batch_thread.join();
+            }
+            if let Some(syncs) = &shared.syncs {
+                syncs.stop();
+            }
+            for sync_thread in threads {
+                let _ = sync_thread.join();
+            }
+            let stored = shared.store_durably();
             lock(&shared.sink).store.close();
             stored
         });

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::batch::{Core, Store};
 use super::fsync_mode;
+use super::sync::Fsync;
 use super::lines::{
     looks_like_an_object, record_other, record_update, Envelope, Lines, Session, UpdateRecord,
 };
@@ -59,6 +60,10 @@ impl Store for JsonlStore {
     fn discard(batch: &mut Lines) {
         batch.clear();
     }
+
+    fn sync_file(&self) -> Result<File, String> {
+        self.file.try_clone().map_err(|error| strerror(&error))
+    }
 }
 
 fn strerror(error: &std::io::Error) -> String {
@@ -97,16 +102,18 @@ impl JournalWriter {
         if fd < 0 {
             return Err(PyValueError::new_err("fd must be an open descriptor"));
         }
-        let (every, sync) = fsync_mode(fsync)?;
+        let fsync = fsync_mode(fsync)?;
         // SAFETY: `fd` is open for the length of this call (the caller's); ManuallyDrop leaves
         // it to the caller, and the writer keeps a duplicate of its own.
         let borrowed = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
         let file = borrowed
             .try_clone()
             .map_err(|error| PyRuntimeError::new_err(format!("cannot duplicate fd: {error}")))?;
+        // Only fsync "every" syncs in the store; "batch" syncs on a thread of its own.
+        let sync = fsync == Fsync::Every;
         let store = JsonlStore { file, size, sync };
         Ok(JournalWriter {
-            core: Core::new(path, store, every, last_record, last_epoch)?,
+            core: Core::new(path, store, fsync, last_record, last_epoch)?,
             observer,
         })
     }

@@ -4,6 +4,7 @@
 //!
 //! - `lines`: the record format (one JSON object a line) both kinds store.
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
+//! - `sync`: fsync "batch" as a group commit, on a thread of its own.
 //! - `jsonl`: `JournalWriter`, the lines appended to a file.
 //! - `sqlite`: `SqliteWriter`, a batch of lines a row (LZ4-packed: `pack`), through the very
 //!   SQLite `sqlite3` calls (`sqlite_api`).
@@ -19,6 +20,7 @@ mod lines;
 mod pack;
 mod sqlite;
 mod sqlite_api;
+mod sync;
 
 pub(crate) use jsonl::JournalWriter;
 pub(crate) use lines::{Envelope, UpdateRecord};
@@ -26,14 +28,14 @@ pub(crate) use pack::{pack_records, unpack_records};
 pub(crate) use sqlite::SqliteWriter;
 
 use pyo3::exceptions::PyValueError;
+use sync::Fsync;
 use pyo3::prelude::*;
 
-/// (store each update before returning, sync what is stored) for an fsync mode.
-fn fsync_mode(fsync: &str) -> PyResult<(bool, bool)> {
+fn fsync_mode(fsync: &str) -> PyResult<Fsync> {
     match fsync {
-        "every" => Ok((true, true)),
-        "batch" => Ok((false, true)),
-        "never" => Ok((false, false)),
+        "every" => Ok(Fsync::Every),
+        "batch" => Ok(Fsync::Batch),
+        "never" => Ok(Fsync::Never),
         other => Err(PyValueError::new_err(format!(
             "fsync must be one of every, batch, never, not {other:?}"
         ))),

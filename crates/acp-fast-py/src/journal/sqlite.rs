@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 
 use super::batch::{Core, Store};
 use super::fsync_mode;
+use super::sync::Fsync;
 use super::jsonl::record_python_update;
 use super::lines::{record_other, record_update, Lines, Session, UpdateRecord};
 use super::pack::pack_into;
@@ -32,6 +33,8 @@ pub(crate) struct SqliteStore {
     /// version 2 journals are appended to as they are, the lines plain.
     pack: bool,
     packed: Vec<u8>,
+    /// The database's path: fsync "batch" syncs its WAL (`<path>-wal`).
+    path: String,
 }
 
 // SAFETY: the connection is used by one thread at a time (the batch core's store lock), and the
@@ -44,7 +47,7 @@ fn signed(value: u64) -> i64 {
 }
 
 impl SqliteStore {
-    fn open(api: Api, path: &str, sync: bool, pack: bool) -> Result<SqliteStore, String> {
+    fn open(api: Api, path: &str, fsync: Fsync, pack: bool) -> Result<SqliteStore, String> {
         let db = api.open(path, BUSY_TIMEOUT_MS)?;
         let mut store = SqliteStore {
             api,
@@ -52,11 +55,18 @@ impl SqliteStore {
             insert: std::ptr::null_mut(),
             pack,
             packed: Vec::new(),
+            // As SQLite names its WAL: from the resolved path, whatever the directory later.
+            path: std::fs::canonicalize(path)
+                .map_or_else(|_| path.to_owned(), |real| real.to_string_lossy().into_owned()),
         };
-        let synchronous = if sync {
-            c"PRAGMA synchronous=FULL"
-        } else {
-            c"PRAGMA synchronous=OFF"
+        // WAL with NORMAL: a commit is written to the WAL, not synced (a killed host loses
+        // none of it); SQLite syncs the WAL before each checkpoint and the database after it.
+        // fsync "batch" syncs the WAL itself, on the sync thread (`sync`): what FULL gives,
+        // one sync for all the commits made while the last one ran.
+        let synchronous = match fsync {
+            Fsync::Every => c"PRAGMA synchronous=FULL",
+            Fsync::Batch => c"PRAGMA synchronous=NORMAL",
+            Fsync::Never => c"PRAGMA synchronous=OFF",
         };
         store.api.exec(db, synchronous)?;
         store.insert = store.api.prepare(db, INSERT)?;
@@ -162,6 +172,12 @@ impl Store for SqliteStore {
         batch.clear();
     }
 
+    fn sync_file(&self) -> Result<std::fs::File, String> {
+        // The WAL exists while this connection is open: it has just committed into it.
+        let wal = format!("{}-wal", self.path);
+        std::fs::File::open(&wal).map_err(|error| format!("cannot open {wal} to sync it: {error}"))
+    }
+
     fn close(&mut self) {
         self.shut();
     }
@@ -195,11 +211,12 @@ impl SqliteWriter {
         observer: Option<Py<PyAny>>,
         packed: bool,
     ) -> PyResult<Self> {
-        let (every, sync) = fsync_mode(fsync)?;
+        let fsync = fsync_mode(fsync)?;
         let api = Api::bind(library, version).map_err(PyLookupError::new_err)?;
-        let store = SqliteStore::open(api, &path, sync, packed).map_err(PyRuntimeError::new_err)?;
+        let store =
+            SqliteStore::open(api, &path, fsync, packed).map_err(PyRuntimeError::new_err)?;
         Ok(SqliteWriter {
-            core: Core::new(path, store, every, last_record, last_epoch)?,
+            core: Core::new(path, store, fsync, last_record, last_epoch)?,
             observer,
         })
     }
