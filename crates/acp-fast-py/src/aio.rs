@@ -245,7 +245,7 @@ impl CoreClient {
             return Ok(false);
         }
         match pipes.read_now(buf) {
-            Ok(ReadOutcome::Data(count)) => driven.conn.received(count),
+            Ok(ReadOutcome::Data(count)) => driven.received(count),
             Ok(ReadOutcome::Eof) => driven.conn.input_ended(),
             Ok(_) => {
                 if !(exited && pipes.agent_exited()) {

@@ -70,6 +70,16 @@ pub(crate) struct Driven {
     pub host: crate::host::Host,
 }
 
+impl Driven {
+    /// `count` bytes were read from the agent into the Connection's buffer.
+    pub fn received(&mut self, count: usize) {
+        self.conn.received(count);
+        if let Some(journal) = &self.callbacks.journal {
+            journal.read();
+        }
+    }
+}
+
 /// Why a call stopped the client: the callback and what it raised.
 fn stop_reason(py: Python<'_>, callback: &str, error: &PyErr) -> String {
     let repr = error
@@ -726,7 +736,7 @@ impl<'py, 'c> Run<'py, 'c> {
         }
         match pipes.read(buf) {
             Ok(ReadOutcome::Data(count)) => {
-                driven.conn.received(count);
+                driven.received(count);
                 Ok(true)
             }
             Ok(ReadOutcome::Eof) => {
@@ -765,7 +775,7 @@ impl<'py, 'c> Run<'py, 'c> {
             pipes.read(buf)
         });
         match outcome {
-            Ok(ReadOutcome::Data(count)) => driven.conn.received(count),
+            Ok(ReadOutcome::Data(count)) => driven.received(count),
             Ok(ReadOutcome::Eof) => driven.conn.input_ended(),
             Ok(ReadOutcome::Idle) => {}
             Ok(ReadOutcome::Woken) => {

@@ -311,18 +311,17 @@ impl<S: Store> Core<S> {
         }
     }
 
-    /// Appends one record made by `make` (given the pending records, the record's number and
-    /// its time), then stores it at once when it is not an update (`update` false) or fsync
-    /// is "every", else wakes the batch thread when a batch is due.
+    /// Appends one record made at `time` by `make` (given the pending records and the
+    /// record's number), then stores it at once when it is not an update (`update` false) or
+    /// fsync is "every", else wakes the batch thread when a batch is due.
     pub fn append(
         &self,
         py: Python<'_>,
         update: bool,
-        make: impl FnOnce(&mut Pending<S>, u64, u64) -> PyResult<()>,
+        time: u64,
+        make: impl FnOnce(&mut Pending<S>, u64) -> PyResult<()>,
     ) -> PyResult<()> {
         self.check_open(py)?;
-        // One clock read a record (a vDSO call, ~35 ns here): its time and the batch's age.
-        let time = now_ns();
         let (due, full) = {
             let mut pending = lock(&self.shared.pending);
             let before = S::bytes(&pending.batch);
@@ -330,7 +329,7 @@ impl<S: Store> Core<S> {
                 pending.first_ns = time;
             }
             let number = pending.last_record + 1;
-            make(&mut pending, number, time)?;
+            make(&mut pending, number)?;
             pending.last_record = number;
             let after = S::bytes(&pending.batch);
             (

@@ -11,7 +11,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::batch::{Core, Store};
+use super::batch::{now_ns, Core, Store};
 use super::fsync_mode;
 use super::sync::Fsync;
 use super::lines::{
@@ -173,8 +173,9 @@ impl JournalWriter {
 
 impl JournalWriter {
     /// The driver's direct hook: records an update without a Python call.
-    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>) -> PyResult<()> {
-        record_update(&self.core, py, update)
+    /// `time`: when the driver read it (ns since the epoch).
+    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>, time: u64) -> PyResult<()> {
+        record_update(&self.core, py, update, time)
     }
 
     /// The wrapped observer's `on_update`.
@@ -209,7 +210,7 @@ pub(crate) fn record_python_update<S: Store<Batch = Lines, Hot = Session>>(
         session,
         envelope,
     };
-    record_update(core, py, record)
+    record_update(core, py, record, now_ns())
 }
 
 fn json_dumps(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {

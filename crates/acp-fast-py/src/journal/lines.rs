@@ -7,7 +7,7 @@
 
 use pyo3::prelude::*;
 
-use super::batch::{Core, Pending, Store, MAX_PENDING_BYTES};
+use super::batch::{now_ns, Core, Pending, Store, MAX_PENDING_BYTES};
 
 /// Pending records: their lines, and what a SQLite row says about them.
 #[derive(Default)]
@@ -41,11 +41,99 @@ impl Lines {
     }
 }
 
-/// The latest update's session and its JSON string (one session in practice: no re-encode).
+/// What the reader keeps from one record to the next: the latest update's session and its JSON
+/// string (one session in practice: no re-encode), and the numbers' digits.
 #[derive(Default)]
 pub(crate) struct Session {
     id: String,
     json: Vec<u8>,
+    record: Decimal,
+    epoch: Decimal,
+    sequence: Decimal,
+    time: Decimal,
+}
+
+/// A number's decimal digits, kept for the next record, which mostly needs them again or one
+/// more: every line of one read has the same time, the epoch stays, record numbers and update
+/// sequences go up by one. So most numbers cost a compare or a one-digit increment, not a
+/// conversion.
+#[derive(Default)]
+pub(crate) struct Decimal {
+    value: u64,
+    /// 0 until the first number.
+    len: usize,
+    /// The digits in front; `u64::MAX` has 20.
+    digits: [u8; 20],
+}
+
+impl Decimal {
+    /// `value`'s digits, in front of a 20-byte array (the rest is stale): copied whole, a
+    /// fixed-size copy the compiler inlines, then cut to `len`.
+    #[inline]
+    fn of(&mut self, value: u64) -> (&[u8; 20], usize) {
+        if value != self.value || self.len == 0 {
+            self.change(value);
+        }
+        (&self.digits, self.len)
+    }
+
+    #[inline(never)]
+    fn change(&mut self, value: u64) {
+        if self.len != 0 && self.value.checked_add(1) == Some(value) {
+            self.increment();
+        } else {
+            let mut buffer = itoa::Buffer::new();
+            let text = buffer.format(value).as_bytes();
+            self.digits[..text.len()].copy_from_slice(text);
+            self.len = text.len();
+        }
+        self.value = value;
+    }
+
+    fn increment(&mut self) {
+        for digit in self.digits[..self.len].iter_mut().rev() {
+            if *digit == b'9' {
+                *digit = b'0';
+            } else {
+                *digit += 1;
+                return;
+            }
+        }
+        // All nines (now all zeros): one digit more. No overflow: the caller checked the add.
+        self.digits[0] = b'1';
+        self.digits[self.len] = b'0';
+        self.len += 1;
+    }
+}
+
+/// A record's head, up to its time, made on the stack with fixed-size copies and appended at
+/// once: one capacity check and one copy instead of a dozen small ones.
+struct Head {
+    bytes: [u8; Head::CAPACITY],
+    len: usize,
+}
+
+impl Head {
+    /// The fixed parts (32 bytes with `,"i":`), 4 numbers of up to 20 digits and a kind of up
+    /// to `MAX_KIND` bytes.
+    const CAPACITY: usize = 32 + 4 * 20 + MAX_KIND;
+
+    fn new() -> Head {
+        Head {
+            bytes: [0; Head::CAPACITY],
+            len: 0,
+        }
+    }
+
+    fn push<const N: usize>(&mut self, part: &[u8; N]) {
+        self.bytes[self.len..self.len + N].copy_from_slice(part);
+        self.len += N;
+    }
+
+    fn push_digits(&mut self, (digits, len): (&[u8; 20], usize)) {
+        self.bytes[self.len..self.len + 20].copy_from_slice(digits);
+        self.len += len;
+    }
 }
 
 /// Appends `text` as a JSON string the way Python's `json.dumps` writes it (ASCII only).
@@ -80,22 +168,39 @@ pub(crate) fn looks_like_an_object(text: &[u8]) -> bool {
         && memchr::memchr(b'\n', text).is_none()
 }
 
-fn push_number(out: &mut Vec<u8>, value: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+/// The fields of a record's head.
+struct Fields<'a> {
+    number: u64,
+    kind: &'a str,
+    epoch: u64,
+    sequence: u64,
+    time: u64,
 }
 
+/// The longest kind a record can have ("permission" and the like are far shorter).
+const MAX_KIND: usize = 32;
+
 /// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
-fn push_head(out: &mut Vec<u8>, number: u64, kind: &str, epoch: u64, sequence: u64, time: u64) {
-    out.extend_from_slice(b"{\"n\":");
-    push_number(out, number);
-    out.extend_from_slice(b",\"k\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"e\":");
-    push_number(out, epoch);
-    out.extend_from_slice(b",\"s\":");
-    push_number(out, sequence);
-    out.extend_from_slice(b",\"t\":");
-    push_number(out, time);
+#[inline]
+fn head(numbers: &mut Session, fields: Fields<'_>) -> Head {
+    let mut head = Head::new();
+    head.push(b"{\"n\":");
+    head.push_digits(numbers.record.of(fields.number));
+    head.push(b",\"k\":\"");
+    if fields.kind == "update" {
+        head.push(b"update");
+    } else {
+        let kind = &fields.kind.as_bytes()[..fields.kind.len().min(MAX_KIND)];
+        head.bytes[head.len..head.len + kind.len()].copy_from_slice(kind);
+        head.len += kind.len();
+    }
+    head.push(b"\",\"e\":");
+    head.push_digits(numbers.epoch.of(fields.epoch));
+    head.push(b",\"s\":");
+    head.push_digits(numbers.sequence.of(fields.sequence));
+    head.push(b",\"t\":");
+    head.push_digits(numbers.time.of(fields.time));
+    head
 }
 
 /// An update's envelope as a record holds it.
@@ -114,12 +219,13 @@ pub(crate) struct UpdateRecord<'a> {
     pub envelope: Envelope<'a>,
 }
 
-/// Makes an update's record into the pending batch (and stores it at once under fsync
-/// "every").
+/// Makes an update's record, made at `time` (ns since the epoch), into the pending batch (and
+/// stores it at once under fsync "every").
 pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
     core: &Core<S>,
     py: Python<'_>,
     update: UpdateRecord<'_>,
+    time: u64,
 ) -> PyResult<()> {
     let UpdateRecord {
         epoch,
@@ -127,7 +233,7 @@ pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
         session,
         envelope,
     } = update;
-    core.append(py, true, |pending: &mut Pending<S>, number, time| {
+    core.append(py, true, time, |pending: &mut Pending<S>, number| {
         pending.last_epoch = epoch;
         let Pending { batch, hot, .. } = pending;
         if hot.id != session {
@@ -142,8 +248,16 @@ pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
         }
         batch.last_update = Some((epoch, sequence));
         let text = &mut batch.text;
-        push_head(text, number, "update", epoch, sequence, time);
-        text.extend_from_slice(b",\"i\":");
+        let fields = Fields {
+            number,
+            kind: "update",
+            epoch,
+            sequence,
+            time,
+        };
+        let mut head = head(hot, fields);
+        head.push(b",\"i\":");
+        text.extend_from_slice(&head.bytes[..head.len]);
         text.extend_from_slice(&hot.json);
         match envelope {
             Envelope::Verbatim(line) => {
@@ -170,14 +284,79 @@ pub(crate) fn record_other<S: Store<Batch = Lines, Hot = Session>>(
     epoch: Option<u64>,
     rest: &[u8],
 ) -> PyResult<()> {
-    core.append(py, false, |pending, number, time| {
+    if kind.len() > MAX_KIND {
+        let what = format!("a record kind is at most {MAX_KIND} bytes, not {kind:?}");
+        return Err(pyo3::exceptions::PyValueError::new_err(what));
+    }
+    let time = now_ns();
+    core.append(py, false, time, |pending, number| {
         let epoch = epoch.unwrap_or(pending.last_epoch);
-        let batch = &mut pending.batch;
+        let Pending { batch, hot, .. } = pending;
         batch.begin(number);
-        push_head(&mut batch.text, number, kind, epoch, 0, time);
-        batch.text.push(b',');
+        let fields = Fields {
+            number,
+            kind,
+            epoch,
+            sequence: 0,
+            time,
+        };
+        let mut head = head(hot, fields);
+        head.push(b",");
+        batch.text.extend_from_slice(&head.bytes[..head.len]);
         batch.text.extend_from_slice(rest);
         batch.text.push(b'\n');
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(decimal: &mut Decimal, value: u64) -> String {
+        let (digits, len) = decimal.of(value);
+        String::from_utf8(digits[..len].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn kept_digits_match_a_fresh_conversion() {
+        let mut decimal = Decimal::default();
+        let mut values: Vec<u64> = (0..2_100).collect();
+        values.extend([5, 5, 999, 1_000, 1_000, 99_999, 100_000, 7, 8, 9, 10, 11]);
+        values.extend([u64::MAX - 2, u64::MAX - 1, u64::MAX, u64::MAX, 0, 1, 0]);
+        values.extend([9_999_999_999_999_999_999, 10_000_000_000_000_000_000]);
+        for value in values {
+            assert_eq!(text(&mut decimal, value), value.to_string());
+        }
+    }
+
+    #[test]
+    fn a_head_is_the_record_format() {
+        let mut numbers = Session::default();
+        for (number, kind, sequence) in [(9, "update", 99), (10, "update", 100), (11, "sent", 0)] {
+            let fields = Fields {
+                number,
+                kind,
+                epoch: 3,
+                sequence,
+                time: 1_796_061_557_809_780_162,
+            };
+            let head = head(&mut numbers, fields);
+            let expected = format!(
+                r#"{{"n":{number},"k":"{kind}","e":3,"s":{sequence},"t":1796061557809780162"#
+            );
+            assert_eq!(std::str::from_utf8(&head.bytes[..head.len]).unwrap(), expected);
+        }
+        let long = "k".repeat(MAX_KIND);
+        let fields = Fields {
+            number: u64::MAX,
+            kind: &long,
+            epoch: u64::MAX,
+            sequence: u64::MAX,
+            time: u64::MAX,
+        };
+        let mut head = head(&mut numbers, fields);
+        head.push(b",\"i\":"); // the longest head still has room for its end
+        assert_eq!(head.len, Head::CAPACITY);
+    }
 }

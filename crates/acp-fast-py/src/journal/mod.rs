@@ -27,6 +27,9 @@ pub(crate) use lines::{Envelope, UpdateRecord};
 pub(crate) use pack::{pack_records, unpack_records};
 pub(crate) use sqlite::SqliteWriter;
 
+use std::cell::Cell;
+
+use batch::now_ns;
 use pyo3::exceptions::PyValueError;
 use sync::Fsync;
 use pyo3::prelude::*;
@@ -43,7 +46,14 @@ fn fsync_mode(fsync: &str) -> PyResult<Fsync> {
 }
 
 /// A core journal writer the driver records updates into directly.
-pub(crate) enum Hook {
+pub(crate) struct Hook {
+    writer: Writer,
+    /// The time of the driver's latest read (0: not read from the clock since): the time of
+    /// every update that read delivered, so the clock is read once a read, not once a line.
+    read_ns: Cell<u64>,
+}
+
+enum Writer {
     Jsonl(Py<JournalWriter>),
     Sqlite(Py<SqliteWriter>),
 }
@@ -57,28 +67,41 @@ impl Hook {
         if name.extract::<&str>().ok()? != "update" {
             return None;
         }
-        if let Ok(writer) = owner.cast::<JournalWriter>() {
+        let (writer, inner) = if let Ok(writer) = owner.cast::<JournalWriter>() {
             let inner = writer.get().observer().map(|o| o.clone_ref(owner.py()));
-            return Some((Hook::Jsonl(writer.clone().unbind()), inner));
-        }
-        if let Ok(writer) = owner.cast::<SqliteWriter>() {
+            (Writer::Jsonl(writer.clone().unbind()), inner)
+        } else if let Ok(writer) = owner.cast::<SqliteWriter>() {
             let inner = writer.get().observer().map(|o| o.clone_ref(owner.py()));
-            return Some((Hook::Sqlite(writer.clone().unbind()), inner));
-        }
-        None
+            (Writer::Sqlite(writer.clone().unbind()), inner)
+        } else {
+            return None;
+        };
+        let read_ns = Cell::new(0);
+        Some((Hook { writer, read_ns }, inner))
     }
 
+    /// The driver read from the agent: the next update takes a fresh time.
+    pub fn read(&self) {
+        self.read_ns.set(0);
+    }
+
+    /// Records an update the driver's latest read delivered.
     pub fn record(&self, py: Python<'_>, update: UpdateRecord<'_>) -> PyResult<()> {
-        match self {
-            Hook::Jsonl(writer) => writer.get().record(py, update),
-            Hook::Sqlite(writer) => writer.get().record(py, update),
+        let mut time = self.read_ns.get();
+        if time == 0 {
+            time = now_ns();
+            self.read_ns.set(time);
+        }
+        match &self.writer {
+            Writer::Jsonl(writer) => writer.get().record(py, update, time),
+            Writer::Sqlite(writer) => writer.get().record(py, update, time),
         }
     }
 
     pub fn object(&self) -> &Py<PyAny> {
-        match self {
-            Hook::Jsonl(writer) => writer.as_any(),
-            Hook::Sqlite(writer) => writer.as_any(),
+        match &self.writer {
+            Writer::Jsonl(writer) => writer.as_any(),
+            Writer::Sqlite(writer) => writer.as_any(),
         }
     }
 }

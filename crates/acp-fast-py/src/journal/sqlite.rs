@@ -276,8 +276,9 @@ impl SqliteWriter {
 
 impl SqliteWriter {
     /// The driver's direct hook: records an update without a Python call.
-    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>) -> PyResult<()> {
-        record_update(&self.core, py, update)
+    /// `time`: when the driver read it (ns since the epoch).
+    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>, time: u64) -> PyResult<()> {
+        record_update(&self.core, py, update, time)
     }
 
     /// The wrapped observer's `on_update`.
