@@ -6,6 +6,8 @@ either driver, with or without a wrapped observer and with the session fold on."
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,24 @@ def test_a_journal_alone_still_feeds_the_session_fold(
     assert results[0].response.endswith("I wrote hello.txt.")
     updates = [r for r in recorded(path) if r[1] == "update"]
     assert len(updates) > 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_update_is_stamped_with_the_read_that_delivered_it(
+    tmp_path: Path, kind: str, client_driver: str
+) -> None:
+    """The direct hook reads the clock once a read, not once a line: every update of one read
+    has that read's time, so a flood written 256 lines a write has far fewer distinct times
+    than updates; the times never go back and lie between sending the prompt and its answer."""
+    path = journal_path(tmp_path, kind)
+    flood = (sys.executable, "-m", "acp_fast.demo_agent", "--flood-count", "5000")
+    with make(kind, path) as recording:
+        before = time.time()
+        results, _ = converse(flood, recording, ["flood"], tmp_path, client_driver)
+        after = time.time()
+    assert results[0].stop_reason == "end_turn"
+    times = [r.time for r in journal.read(path) if r.kind == "update"]
+    assert len(times) == 5000
+    assert times == sorted(times)
+    assert before <= times[0] and times[-1] <= after
+    assert len(set(times)) <= 5000 // 4  # a line a read would give ~5000 (at 0.24 µs steps)
