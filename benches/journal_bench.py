@@ -3,6 +3,7 @@ side with no journal, interleaved round by round; medians.
 
     python benches/journal_bench.py            # 100,000 updates, 5 rounds (~1 minute)
     python benches/journal_bench.py --quick    # 10,000 updates, 3 rounds
+    python benches/journal_bench.py --updates 1000000   # the fixed costs spread thinner
     python benches/journal_bench.py --baseline OTHER/.venv/bin/python   # before/after, one run
     python benches/journal_bench.py --record   # a record alone: the writer called in a loop
 
@@ -142,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 updates, 3 rounds")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick 3)")
+    parser.add_argument(
+        "--updates",
+        type=int,
+        default=None,
+        help="updates a prompt (default 100,000; quick 10,000): more spread the journal's "
+        "fixed costs (opening, the last sync and checkpoint at close()) thinner",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where the journals are written")
     parser.add_argument(
         "--baseline",
@@ -168,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         values = _in_process(None if kind == "none" else kind, fsync, int(count), Path(directory))
         print(json.dumps(values))
         return 0
-    updates = 10_000 if args.quick else 100_000
+    updates = args.updates or (10_000 if args.quick else 100_000)
     rounds = args.rounds or (3 if args.quick else 5)
     runners = _runners(updates)
     builds = ["after", "before"] if args.baseline else ["after"]

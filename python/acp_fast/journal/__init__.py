@@ -33,7 +33,9 @@ through `sqlite3` on the reader's thread instead, at several µs a record.
   ends at 512 KiB or when it has waited 50 ms (the writer's thread writes it then, even when no
   record follows; should that thread still be busy when 1 MiB is pending, the reader waits
   for it to take them), and at any record that is not an update (a permission decision, a
-  line sent or received), so decisions and turn boundaries are on disk at once;
+  line sent or received), so decisions and turn boundaries are on disk at once. The syncs are a
+  group commit on a thread of their own: one sync covers every batch written before it began,
+  so writing never waits for the disk;
 - ``"never"``: batches as ``"batch"``, handed to the OS but never synced.
 
 A host killed with SIGKILL leaves a journal that opens cleanly and holds a gap-free prefix of

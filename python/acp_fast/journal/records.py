@@ -75,7 +75,8 @@ class JournalRecord:
         the latest update, or the journal's ``transport_epoch`` when one was given).
     update_sequence: the update's number; 0 for other kinds.
     session_id: the update's or request's session ("" when the line names none).
-    time: when it was recorded, seconds since the epoch.
+    time: when it was recorded, seconds since the epoch (an update the client's driver
+        recorded: when the host read it from the agent, the same for every line of one read).
     envelope: the exact line ("" for activity records).
     fields: for ``permission`` the committed `PermissionRequest`'s fields (options as a list of
         dicts), for ``activity`` the `ClientActivity`'s fields; empty otherwise.

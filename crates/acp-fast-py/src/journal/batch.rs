@@ -141,9 +141,9 @@ impl<S: Store> Shared<S> {
     fn store_durably(&self) -> Result<(), StoreError> {
         self.store_pending()?;
         match &self.syncs {
-            Some(syncs) => syncs.now().map_err(|failed| {
-                StoreError::Now(self.fail(&mut lock(&self.sink), failed))
-            }),
+            Some(syncs) => syncs
+                .now()
+                .map_err(|failed| StoreError::Now(self.fail(&mut lock(&self.sink), failed))),
             None => Ok(()),
         }
     }

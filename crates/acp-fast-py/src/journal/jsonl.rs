@@ -13,10 +13,10 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::batch::{now_ns, Core, Store};
 use super::fsync_mode;
-use super::sync::Fsync;
 use super::lines::{
     looks_like_an_object, record_other, record_update, Envelope, Lines, Session, UpdateRecord,
 };
+use super::sync::Fsync;
 use crate::update::Update;
 
 pub(crate) struct JsonlStore {
@@ -174,7 +174,12 @@ impl JournalWriter {
 impl JournalWriter {
     /// The driver's direct hook: records an update without a Python call.
     /// `time`: when the driver read it (ns since the epoch).
-    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>, time: u64) -> PyResult<()> {
+    pub(crate) fn record(
+        &self,
+        py: Python<'_>,
+        update: UpdateRecord<'_>,
+        time: u64,
+    ) -> PyResult<()> {
         record_update(&self.core, py, update, time)
     }
 

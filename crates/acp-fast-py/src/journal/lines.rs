@@ -345,7 +345,10 @@ mod tests {
             let expected = format!(
                 r#"{{"n":{number},"k":"{kind}","e":3,"s":{sequence},"t":1796061557809780162"#
             );
-            assert_eq!(std::str::from_utf8(&head.bytes[..head.len]).unwrap(), expected);
+            assert_eq!(
+                std::str::from_utf8(&head.bytes[..head.len]).unwrap(),
+                expected
+            );
         }
         let long = "k".repeat(MAX_KIND);
         let fields = Fields {

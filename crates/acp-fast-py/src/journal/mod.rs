@@ -31,8 +31,8 @@ use std::cell::Cell;
 
 use batch::now_ns;
 use pyo3::exceptions::PyValueError;
-use sync::Fsync;
 use pyo3::prelude::*;
+use sync::Fsync;
 
 fn fsync_mode(fsync: &str) -> PyResult<Fsync> {
     match fsync {

@@ -13,11 +13,11 @@ use pyo3::types::PyBytes;
 
 use super::batch::{Core, Store};
 use super::fsync_mode;
-use super::sync::Fsync;
 use super::jsonl::record_python_update;
 use super::lines::{record_other, record_update, Lines, Session, UpdateRecord};
 use super::pack::pack_into;
 use super::sqlite_api::{Api, Db, Stmt, SQLITE_DONE};
+use super::sync::Fsync;
 use crate::update::Update;
 
 /// Python's `sqlite3` waits this long for a lock by default; so does the writer.
@@ -56,8 +56,10 @@ impl SqliteStore {
             pack,
             packed: Vec::new(),
             // As SQLite names its WAL: from the resolved path, whatever the directory later.
-            path: std::fs::canonicalize(path)
-                .map_or_else(|_| path.to_owned(), |real| real.to_string_lossy().into_owned()),
+            path: std::fs::canonicalize(path).map_or_else(
+                |_| path.to_owned(),
+                |real| real.to_string_lossy().into_owned(),
+            ),
         };
         // WAL with NORMAL: a commit is written to the WAL, not synced (a killed host loses
         // none of it); SQLite syncs the WAL before each checkpoint and the database after it.
@@ -277,7 +279,12 @@ impl SqliteWriter {
 impl SqliteWriter {
     /// The driver's direct hook: records an update without a Python call.
     /// `time`: when the driver read it (ns since the epoch).
-    pub(crate) fn record(&self, py: Python<'_>, update: UpdateRecord<'_>, time: u64) -> PyResult<()> {
+    pub(crate) fn record(
+        &self,
+        py: Python<'_>,
+        update: UpdateRecord<'_>,
+        time: u64,
+    ) -> PyResult<()> {
         record_update(&self.core, py, update, time)
     }
 

@@ -135,7 +135,9 @@ mod tests {
         let thread = std::thread::spawn(move || runner.run(|_| {}));
         for _ in 0..50 {
             file.write_all(b"line\n").unwrap();
-            syncs.written(|| file.try_clone().map_err(|e| e.to_string())).unwrap();
+            syncs
+                .written(|| file.try_clone().map_err(|e| e.to_string()))
+                .unwrap();
         }
         syncs.now().unwrap();
         {
