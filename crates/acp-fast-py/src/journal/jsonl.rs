@@ -78,7 +78,8 @@ fn strerror(error: &std::io::Error) -> String {
 /// The writer of a JSONL journal (`acp_fast.journal.JsonlJournal`).
 #[pyclass(frozen, weakref, module = "acp_fast._core", name = "JournalWriter")]
 pub struct JournalWriter {
-    core: Core<JsonlStore>,
+    /// The driver's direct hook records updates into it (`Hook`), without a Python call.
+    pub(crate) core: Core<JsonlStore>,
     /// The wrapped observer's `on_update`, called after the record is made.
     observer: Option<Py<PyAny>>,
 }
@@ -172,17 +173,6 @@ impl JournalWriter {
 }
 
 impl JournalWriter {
-    /// The driver's direct hook: records an update without a Python call.
-    /// `time`: when the driver read it (ns since the epoch).
-    pub(crate) fn record(
-        &self,
-        py: Python<'_>,
-        update: UpdateRecord<'_>,
-        time: u64,
-    ) -> PyResult<()> {
-        record_update(&self.core, py, update, time)
-    }
-
     /// The wrapped observer's `on_update`.
     pub(crate) fn observer(&self) -> Option<&Py<PyAny>> {
         self.observer.as_ref()

@@ -30,6 +30,7 @@ pub(crate) use sqlite::SqliteWriter;
 use std::cell::Cell;
 
 use batch::now_ns;
+use lines::record_update;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sync::Fsync;
@@ -93,8 +94,8 @@ impl Hook {
             self.read_ns.set(time);
         }
         match &self.writer {
-            Writer::Jsonl(writer) => writer.get().record(py, update, time),
-            Writer::Sqlite(writer) => writer.get().record(py, update, time),
+            Writer::Jsonl(writer) => record_update(&writer.get().core, py, update, time),
+            Writer::Sqlite(writer) => record_update(&writer.get().core, py, update, time),
         }
     }
 

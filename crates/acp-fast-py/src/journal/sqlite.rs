@@ -14,7 +14,7 @@ use pyo3::types::PyBytes;
 use super::batch::{Core, Store};
 use super::fsync_mode;
 use super::jsonl::record_python_update;
-use super::lines::{record_other, record_update, Lines, Session, UpdateRecord};
+use super::lines::{record_other, Lines, Session};
 use super::pack::pack_into;
 use super::sqlite_api::{Api, Db, Stmt, SQLITE_DONE};
 use super::sync::Fsync;
@@ -188,7 +188,8 @@ impl Store for SqliteStore {
 /// The writer of a SQLite journal (`acp_fast.journal.SqliteJournal`).
 #[pyclass(frozen, weakref, module = "acp_fast._core", name = "SqliteWriter")]
 pub struct SqliteWriter {
-    core: Core<SqliteStore>,
+    /// The driver's direct hook records updates into it (`Hook`), without a Python call.
+    pub(crate) core: Core<SqliteStore>,
     /// The wrapped observer's `on_update`, called after the record is made.
     observer: Option<Py<PyAny>>,
 }
@@ -277,17 +278,6 @@ impl SqliteWriter {
 }
 
 impl SqliteWriter {
-    /// The driver's direct hook: records an update without a Python call.
-    /// `time`: when the driver read it (ns since the epoch).
-    pub(crate) fn record(
-        &self,
-        py: Python<'_>,
-        update: UpdateRecord<'_>,
-        time: u64,
-    ) -> PyResult<()> {
-        record_update(&self.core, py, update, time)
-    }
-
     /// The wrapped observer's `on_update`.
     pub(crate) fn observer(&self) -> Option<&Py<PyAny>> {
         self.observer.as_ref()
