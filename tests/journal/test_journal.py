@@ -437,3 +437,38 @@ def test_a_forked_child_leaves_the_pending_records_to_the_parent(tmp_path: Path,
     j.on_update(update(3))
     j.close()
     assert [r.update_sequence for r in read_all(path)] == [1, 2, 3]
+
+
+def _journal_threads() -> list[str]:
+    """The names of this process's journal threads (Linux: /proc/self/task/*/comm, at most 15
+    characters: "acp-fast-journa")."""
+    names = []
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            names.append(comm.read_text().strip())
+        except OSError:
+            continue  # the thread ended between the listing and the read
+    return [name for name in names if name.startswith("acp-fast-journa")]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ending", ["close", "drop"])
+def test_a_journal_leaves_no_thread_behind(tmp_path: Path, kind: str, ending: str) -> None:
+    """fsync "batch" runs two threads (the batch thread and the sync thread); both end when the
+    journal is closed or dropped, after storing and syncing what was pending."""
+    before = len(_journal_threads())
+    j = make(kind, journal_path(tmp_path, kind), "batch")
+    assert len(_journal_threads()) == before + 2
+    for number in range(1, 6):
+        j.on_update(update(number))
+    if ending == "close":
+        j.close()
+    else:
+        del j
+        gc.collect()
+    deadline = time.monotonic() + 30  # generous: the machine may be busy
+    while len(_journal_threads()) > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(_journal_threads()) == before
+    assert [r.update_sequence for r in read_all(journal_path(tmp_path, kind))] == [1, 2, 3, 4, 5]

@@ -71,8 +71,6 @@ pub(crate) struct Pending<S: Store> {
     pub last_record: u64,
     /// The epoch of the latest update; before any, the last one found when opening.
     pub last_epoch: u64,
-    /// The batch thread ends once the batch is stored.
-    stop: bool,
 }
 
 struct Sink<S: Store> {
@@ -91,6 +89,10 @@ struct Shared<S: Store> {
     sink: Mutex<Sink<S>>,
     /// Set with `Sink::failed`, read without the lock on the hot path.
     failed: AtomicBool,
+    /// The batch thread ends once the batch is stored. Outside the pending lock, so a writer
+    /// dropped while a thread holds that lock still stops its threads (the batch thread's
+    /// waits are timed: a wake-up lost to the race costs one interval).
+    stop: AtomicBool,
     /// fsync "batch": the syncs, off the batch thread.
     syncs: Option<Syncs>,
 }
@@ -176,11 +178,14 @@ impl<S: Store> Shared<S> {
             let bytes = S::bytes(&pending.batch);
             let waited = Duration::from_nanos(now_ns().saturating_sub(pending.first_ns));
             let wait = if bytes == 0 {
-                if pending.stop {
+                if self.stop.load(Ordering::Acquire) {
                     return;
                 }
                 BATCH_WAIT
-            } else if bytes < BATCH_BYTES && waited < BATCH_WAIT && !pending.stop {
+            } else if bytes < BATCH_BYTES
+                && waited < BATCH_WAIT
+                && !self.stop.load(Ordering::Acquire)
+            {
                 BATCH_WAIT - waited
             } else {
                 drop(pending);
@@ -189,7 +194,7 @@ impl<S: Store> Shared<S> {
                     let mut pending = lock(&self.pending);
                     S::discard(&mut pending.batch);
                     self.room.notify_all();
-                    if pending.stop {
+                    if self.stop.load(Ordering::Acquire) {
                         return;
                     }
                 }
@@ -234,7 +239,6 @@ impl<S: Store> Core<S> {
                 first_ns: 0,
                 last_record,
                 last_epoch,
-                stop: false,
             }),
             wake: Condvar::new(),
             room: Condvar::new(),
@@ -244,6 +248,7 @@ impl<S: Store> Core<S> {
                 spare: S::Batch::default(),
             }),
             failed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
             syncs: (fsync == Fsync::Batch).then(Syncs::default),
         });
         let spawn = |name: &str, run: fn(&Shared<S>)| {
@@ -357,7 +362,7 @@ impl<S: Store> Core<S> {
         py.detach(|| {
             let mut pending = lock(&shared.pending);
             while S::bytes(&pending.batch) >= MAX_PENDING_BYTES
-                && !pending.stop
+                && !shared.stop.load(Ordering::Acquire)
                 && !shared.failed.load(Ordering::Acquire)
             {
                 // Timed: a wake-up lost to a race costs one batch interval, never a hang.
@@ -395,7 +400,11 @@ impl<S: Store> Core<S> {
         if self.foreign.load(Ordering::Relaxed) || self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        lock(&self.shared.pending).stop = true;
+        {
+            // Under the lock: the batch thread is either waiting (and told) or yet to look.
+            let _pending = lock(&self.shared.pending);
+            self.shared.stop.store(true, Ordering::Release);
+        }
         self.shared.wake.notify_one();
         let mut threads = std::mem::take(&mut *lock(&self.threads)).into_iter();
         let shared = &self.shared;
@@ -438,9 +447,7 @@ impl<S: Store> Drop for Core<S> {
             return;
         }
         // Not closed (close() joins): let the batch thread store what is pending and end.
-        if let Ok(mut pending) = self.shared.pending.try_lock() {
-            pending.stop = true;
-        }
+        self.shared.stop.store(true, Ordering::Release);
         self.shared.wake.notify_one();
     }
 }
