@@ -15,6 +15,7 @@ from typing import Any
 import acp_fast as acp
 import pytest
 from conftest import TEST_TRANSFER_LIMITS
+from procinfo import process_state
 
 from .conftest import AGENT, MakeClient, Recorder, run
 
@@ -32,11 +33,8 @@ def term(method: str, terminal_id: str = "term-1", send: bool = False) -> dict[s
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:  # gone: ENOENT, or ESRCH when it exits between the open and the read
-        return False
+    state = process_state(pid)  # None: gone
+    return state is not None and state != "Z"
 
 
 def eventually(done: Any) -> None:

@@ -265,33 +265,13 @@ pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
 
 #[cfg(not(target_os = "macos"))]
 pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut children: std::collections::HashMap<libc::pid_t, Vec<libc::pid_t>> =
         std::collections::HashMap::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The command name may hold spaces and parentheses: fields follow the last ')'.
-        let Some(fields) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
-            continue;
-        };
-        if let Some(parent) = fields
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-        {
-            children.entry(parent).or_default().push(pid);
-        }
+    for process in proc_stats() {
+        children
+            .entry(process.parent)
+            .or_default()
+            .push(process.pid);
     }
     let mut found = Vec::new();
     let mut queue = vec![root];
@@ -302,6 +282,39 @@ pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
         }
     }
     found
+}
+
+/// A process as its /proc/PID/stat shows it.
+#[cfg(not(target_os = "macos"))]
+struct ProcStat {
+    pid: libc::pid_t,
+    /// `R`, `S`, …; `Z` a zombie, `X` dead.
+    state: char,
+    parent: libc::pid_t,
+    group: libc::pid_t,
+}
+
+/// Every process /proc lists (none where there is no /proc); one that exits during the walk
+/// is skipped.
+#[cfg(not(target_os = "macos"))]
+fn proc_stats() -> impl Iterator<Item = ProcStat> {
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    entries.filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name may hold spaces and parentheses: fields follow the last ')'.
+        let (_, fields) = stat.rsplit_once(')')?;
+        let mut fields = fields.split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let parent = fields.next()?.parse().ok()?;
+        let group = fields.next()?.parse().ok()?;
+        Some(ProcStat {
+            pid,
+            state,
+            parent,
+            group,
+        })
+    })
 }
 
 /// Asks for a 1 MiB pipe buffer on the agent's stdout (the default is 64 KiB): a streaming agent
@@ -410,31 +423,8 @@ impl Agent {
 /// Whether /proc shows a live process (not a zombie) in group `pgid` other than `pgid` itself.
 #[cfg(target_os = "linux")]
 fn group_has_others(pgid: libc::pid_t) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            return false;
-        };
-        if pid == pgid {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false; // gone meanwhile
-        };
-        // The command name may hold spaces and parentheses: fields follow the last ')'.
-        let Some(fields) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
-            return false;
-        };
-        let mut fields = fields.split_whitespace();
-        let state = fields.next();
-        let group = fields.nth(1).and_then(|g| g.parse::<libc::pid_t>().ok());
-        group == Some(pgid) && !matches!(state, Some("Z" | "X"))
+    proc_stats().any(|process| {
+        process.pid != pgid && process.group == pgid && !matches!(process.state, 'Z' | 'X')
     })
 }
 
