@@ -2,8 +2,9 @@
 //! has the bytes, so a killed host loses nothing written), and a thread of its own syncs. One
 //! sync covers every batch written before it began, so the writer never waits for the disk:
 //! while a sync is under way the next batches are written, and the next sync takes them all.
-//! Syncing each batch in turn, the writer had kept pace only with the disk's fixed cost per
-//! sync (0.3–1 ms here): the reader waited at the pending bound about half the time.
+//! Syncing each batch in turn, the writer kept pace only while a sync took less than the reader
+//! needs to fill a batch (0.8 ms at full speed on the 2-core VM, where a sync takes 0.3–1 ms,
+//! more when neighbours write); then the reader waited at the pending bound.
 //!
 //! Records that must be durable before they return (decisions, flush, close) sync on the
 //! caller's thread, with the GIL released: they do not wait for the sync thread's turn.
