@@ -472,3 +472,19 @@ def test_a_journal_leaves_no_thread_behind(tmp_path: Path, kind: str, ending: st
         time.sleep(0.01)
     assert len(_journal_threads()) == before
     assert [r.update_sequence for r in read_all(journal_path(tmp_path, kind))] == [1, 2, 3, 4, 5]
+
+
+def test_a_sqlite_journal_named_relative_syncs_after_the_host_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync "batch" syncs the SQLite WAL by its path, resolved when the journal opened: a host
+    that changes directory afterwards still has its journal synced, not a JournalError."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with journal.SqliteJournal("j.data", "batch") as j:
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        for number in range(1, 4):
+            j.on_update(update(number))
+        j.flush()
+        j.on_sent(SENT)  # a record stored and synced at once
+    assert [r.kind for r in read_all(tmp_path / "j.data")] == ["update"] * 3 + ["sent"]
