@@ -7,6 +7,8 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -439,16 +441,43 @@ def test_a_forked_child_leaves_the_pending_records_to_the_parent(tmp_path: Path,
     assert [r.update_sequence for r in read_all(path)] == [1, 2, 3]
 
 
-def _journal_threads() -> list[str]:
-    """The names of this process's journal threads (Linux: /proc/self/task/*/comm, at most 15
-    characters: "acp-fast-journa")."""
+_THREADS_SCRIPT = """
+import gc, sys, time
+from pathlib import Path
+from acp_fast import journal
+sys.path.insert(0, sys.argv[4])
+from journal.kit import update
+
+def journal_threads():
+    # Linux: /proc/self/task/*/comm, at most 15 characters: "acp-fast-journa".
     names = []
     for comm in Path("/proc/self/task").glob("*/comm"):
         try:
             names.append(comm.read_text().strip())
         except OSError:
             continue  # the thread ended between the listing and the read
-    return [name for name in names if name.startswith("acp-fast-journa")]
+    return sum(name.startswith("acp-fast-journa") for name in names)
+
+def until(done):
+    deadline = time.monotonic() + 30  # generous: the machine may be busy
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+kind, path, ending = sys.argv[1:4]
+cls = journal.JsonlJournal if kind == "jsonl" else journal.SqliteJournal
+j = cls(path, "batch")
+until(lambda: journal_threads() == 2)  # a thread names itself once it runs
+running = journal_threads()
+for number in range(1, 6):
+    j.on_update(update(number))
+if ending == "close":
+    j.close()
+else:
+    del j
+    gc.collect()
+until(lambda: journal_threads() == 0)
+print(running, journal_threads())
+"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
@@ -456,22 +485,20 @@ def _journal_threads() -> list[str]:
 @pytest.mark.parametrize("ending", ["close", "drop"])
 def test_a_journal_leaves_no_thread_behind(tmp_path: Path, kind: str, ending: str) -> None:
     """fsync "batch" runs two threads (the batch thread and the sync thread); both end when the
-    journal is closed or dropped, after storing and syncing what was pending."""
-    before = len(_journal_threads())
-    j = make(kind, journal_path(tmp_path, kind), "batch")
-    assert len(_journal_threads()) == before + 2
-    for number in range(1, 6):
-        j.on_update(update(number))
-    if ending == "close":
-        j.close()
-    else:
-        del j
-        gc.collect()
-    deadline = time.monotonic() + 30  # generous: the machine may be busy
-    while len(_journal_threads()) > before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(_journal_threads()) == before
-    assert [r.update_sequence for r in read_all(journal_path(tmp_path, kind))] == [1, 2, 3, 4, 5]
+    journal is closed or dropped, after storing and syncing what was pending. In a fresh
+    interpreter: journals of other tests, awaiting collection, would blur the count."""
+    path = journal_path(tmp_path, kind)
+    tests = str(Path(__file__).resolve().parent.parent)
+    found = subprocess.run(
+        [sys.executable, "-c", _THREADS_SCRIPT, kind, str(path), ending, tests],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["2", "0"]
+    assert [r.update_sequence for r in read_all(path)] == [1, 2, 3, 4, 5]
 
 
 def test_a_sqlite_journal_named_relative_syncs_after_the_host_changes_directory(

@@ -31,10 +31,11 @@ impl Store for JsonlStore {
     type Hot = Session;
 
     fn bytes(batch: &Lines) -> usize {
-        batch.text.len()
+        batch.bytes()
     }
 
     fn store(&mut self, batch: &mut Lines) -> Result<(), String> {
+        batch.make_lines();
         let sync = self.sync;
         let result = self.file.write_all(&batch.text).and_then(|()| {
             if sync {

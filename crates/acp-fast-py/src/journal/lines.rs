@@ -1,52 +1,154 @@
 //! The record format both journal kinds store: one JSON object a line,
 //! `{"n":…,"k":"…","e":…,"s":…,"t":…,"i":"…",…}` (see `acp_fast.journal`). A JSONL journal
 //! appends the lines to its file; a SQLite journal stores a batch of them as one row. Making a
-//! line is the whole per-update cost on the reader's thread, so it is done here, in Rust, for
-//! both kinds and for both ways an update arrives (the driver's direct hook, or a Python call
-//! of the writer's `update`).
+//! line is done here, in Rust, for both kinds and for both ways an update arrives (the driver's
+//! direct hook, or a Python call of the writer's `update`), in two steps: on the reader's
+//! thread a record is its fields and a copy of its bytes (`Made`, `Lines::raw`); the thread
+//! that stores the batch makes the lines (`Lines::make_lines`), so the reader pays for a copy
+//! and a lock, not for the JSON.
 
 use pyo3::prelude::*;
 
 use super::batch::{now_ns, Core, Pending, Store, MAX_PENDING_BYTES};
 
-/// Pending records: their lines, and what a SQLite row says about them.
+/// About what a record's head and its keys take in a line: `bytes()` counts it, so a batch
+/// ends near `BATCH_BYTES` of lines.
+const HEAD_BYTES: usize = 100;
+
+/// A pending record as the reader made it: the head's fields, and where its bytes end in
+/// `Lines::raw` (its bytes start where the record before it ended).
+struct Made {
+    number: u64,
+    time: u64,
+    epoch: u64,
+    sequence: u64,
+    /// Where the first part of its bytes ends: an update's session (a JSON string), or the
+    /// kind of any other record.
+    split: usize,
+    end: usize,
+    kind: MadeKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MadeKind {
+    /// An update whose envelope is embedded verbatim (`"m"`).
+    Verbatim,
+    /// An update whose envelope is a JSON string (`"x"`).
+    Quoted,
+    /// Any other record: its bytes are its kind, then its text from `"i":` on.
+    Other,
+}
+
+/// Pending records, and (once `make_lines` ran) their lines and what a SQLite row says about
+/// them.
 #[derive(Default)]
 pub(crate) struct Lines {
+    made: Vec<Made>,
+    raw: Vec<u8>,
+    /// The lines, made by `make_lines` on the storing thread.
     pub text: Vec<u8>,
-    /// The numbers of the first and last record in `text` (meaningless while it is empty).
+    digits: Digits,
+    /// The numbers of the first and last record (set by `make_lines`).
     pub first_record: u64,
     pub last_record: u64,
-    /// (transport_epoch, update_sequence) of the first and last update in `text`, if any.
+    /// (transport_epoch, update_sequence) of the first and last update, if any (set by
+    /// `make_lines`).
     pub first_update: Option<(u64, u64)>,
     pub last_update: Option<(u64, u64)>,
 }
 
 impl Lines {
     pub fn clear(&mut self) {
+        self.made.clear();
+        self.raw.clear();
         self.text.clear();
         self.first_update = None;
         self.last_update = None;
     }
 
-    fn begin(&mut self, number: u64) {
-        if self.text.is_empty() {
-            self.first_record = number;
-            self.first_update = None;
+    /// The pending records' size in lines, near enough.
+    pub fn bytes(&self) -> usize {
+        self.raw.len() + self.made.len() * HEAD_BYTES
+    }
+
+    fn push(&mut self, made: Made) {
+        if self.made.capacity() == 0 {
             // A batch ends at 512 KiB (1 MiB when the store lags): reserved once, kept.
-            if self.text.capacity() == 0 {
-                self.text.reserve(MAX_PENDING_BYTES + (64 << 10));
+            self.raw.reserve(MAX_PENDING_BYTES + (64 << 10));
+            self.made.reserve(MAX_PENDING_BYTES / HEAD_BYTES);
+        }
+        self.made.push(made);
+    }
+
+    /// Makes the pending records' lines into `text` (on the thread that stores them), and
+    /// the numbers a SQLite row names.
+    pub fn make_lines(&mut self) {
+        let Lines {
+            made, raw, text, ..
+        } = self;
+        text.clear();
+        text.reserve(raw.len() + made.len() * (HEAD_BYTES + 40));
+        let mut start = 0;
+        for record in made.iter() {
+            let first = &raw[start..record.split];
+            let rest = &raw[record.split..record.end];
+            start = record.end;
+            let kind = match record.kind {
+                MadeKind::Other => std::str::from_utf8(first).unwrap_or("other"),
+                _ => "update",
+            };
+            let fields = Fields {
+                number: record.number,
+                kind,
+                epoch: record.epoch,
+                sequence: record.sequence,
+                time: record.time,
+            };
+            let mut head = head(&mut self.digits, fields);
+            match record.kind {
+                MadeKind::Other => {
+                    head.push(b",");
+                    text.extend_from_slice(&head.bytes[..head.len]);
+                    text.extend_from_slice(rest);
+                    text.push(b'\n');
+                }
+                update => {
+                    head.push(b",\"i\":");
+                    text.extend_from_slice(&head.bytes[..head.len]);
+                    text.extend_from_slice(first);
+                    text.extend_from_slice(if update == MadeKind::Verbatim {
+                        b",\"m\":"
+                    } else {
+                        b",\"x\":"
+                    });
+                    text.extend_from_slice(rest);
+                    text.extend_from_slice(b"}\n");
+                }
             }
         }
-        self.last_record = number;
+        let mut updates = made.iter().filter(|record| record.kind != MadeKind::Other);
+        self.first_update = updates.next().map(|record| (record.epoch, record.sequence));
+        self.last_update = made
+            .iter()
+            .rev()
+            .find(|record| record.kind != MadeKind::Other)
+            .map(|record| (record.epoch, record.sequence));
+        self.first_record = made.first().map_or(0, |record| record.number);
+        self.last_record = made.last().map_or(0, |record| record.number);
     }
 }
 
-/// What the reader keeps from one record to the next: the latest update's session and its JSON
-/// string (one session in practice: no re-encode), and the numbers' digits.
+/// What the reader keeps from one update to the next: its session and the session's JSON
+/// string (one session in practice: no re-encode).
 #[derive(Default)]
 pub(crate) struct Session {
     id: String,
     json: Vec<u8>,
+}
+
+/// The digits of a head's numbers, kept from one record to the next.
+#[derive(Default)]
+struct Digits {
     record: Decimal,
     epoch: Decimal,
     sequence: Decimal,
@@ -182,7 +284,7 @@ const MAX_KIND: usize = 32;
 
 /// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
 #[inline]
-fn head(numbers: &mut Session, fields: Fields<'_>) -> Head {
+fn head(numbers: &mut Digits, fields: Fields<'_>) -> Head {
     let mut head = Head::new();
     head.push(b"{\"n\":");
     head.push_digits(numbers.record.of(fields.number));
@@ -242,34 +344,23 @@ pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
             hot.json.clear();
             push_json_string(&mut hot.json, session);
         }
-        batch.begin(number);
-        if batch.first_update.is_none() {
-            batch.first_update = Some((epoch, sequence));
-        }
-        batch.last_update = Some((epoch, sequence));
-        let text = &mut batch.text;
-        let fields = Fields {
+        let (kind, bytes) = match envelope {
+            Envelope::Verbatim(line) => (MadeKind::Verbatim, line),
+            Envelope::Quoted(string) => (MadeKind::Quoted, string),
+        };
+        batch.raw.extend_from_slice(&hot.json);
+        let split = batch.raw.len();
+        batch.raw.extend_from_slice(bytes);
+        let end = batch.raw.len();
+        batch.push(Made {
             number,
-            kind: "update",
+            time,
             epoch,
             sequence,
-            time,
-        };
-        let mut head = head(hot, fields);
-        head.push(b",\"i\":");
-        text.extend_from_slice(&head.bytes[..head.len]);
-        text.extend_from_slice(&hot.json);
-        match envelope {
-            Envelope::Verbatim(line) => {
-                text.extend_from_slice(b",\"m\":");
-                text.extend_from_slice(line);
-            }
-            Envelope::Quoted(string) => {
-                text.extend_from_slice(b",\"x\":");
-                text.extend_from_slice(string);
-            }
-        }
-        text.extend_from_slice(b"}\n");
+            split,
+            end,
+            kind,
+        });
         Ok(())
     })
 }
@@ -291,20 +382,20 @@ pub(crate) fn record_other<S: Store<Batch = Lines, Hot = Session>>(
     let time = now_ns();
     core.append(py, false, time, |pending, number| {
         let epoch = epoch.unwrap_or(pending.last_epoch);
-        let Pending { batch, hot, .. } = pending;
-        batch.begin(number);
-        let fields = Fields {
+        let batch = &mut pending.batch;
+        batch.raw.extend_from_slice(kind.as_bytes());
+        let split = batch.raw.len();
+        batch.raw.extend_from_slice(rest);
+        let end = batch.raw.len();
+        batch.push(Made {
             number,
-            kind,
+            time,
             epoch,
             sequence: 0,
-            time,
-        };
-        let mut head = head(hot, fields);
-        head.push(b",");
-        batch.text.extend_from_slice(&head.bytes[..head.len]);
-        batch.text.extend_from_slice(rest);
-        batch.text.push(b'\n');
+            split,
+            end,
+            kind: MadeKind::Other,
+        });
         Ok(())
     })
 }
@@ -330,9 +421,55 @@ mod tests {
         }
     }
 
+    fn made(lines: &mut Lines, kind: MadeKind, first: &[u8], rest: &[u8], numbers: [u64; 4]) {
+        let [number, time, epoch, sequence] = numbers;
+        lines.raw.extend_from_slice(first);
+        let split = lines.raw.len();
+        lines.raw.extend_from_slice(rest);
+        let end = lines.raw.len();
+        let kind_made = Made {
+            number,
+            time,
+            epoch,
+            sequence,
+            split,
+            end,
+            kind,
+        };
+        lines.push(kind_made);
+    }
+
+    #[test]
+    fn the_storing_thread_makes_the_lines_the_reader_recorded() {
+        let mut lines = Lines::default();
+        made(&mut lines, MadeKind::Other, b"sent", br#""i":"","m":{"id":0}}"#, [7, 5, 1, 0]);
+        made(&mut lines, MadeKind::Verbatim, br#""s-1""#, br#"{"a":1}"#, [8, 5, 2, 9]);
+        made(&mut lines, MadeKind::Quoted, br#""s-1""#, br#""not an object""#, [9, 6, 2, 10]);
+        assert_eq!(lines.bytes(), lines.raw.len() + 3 * HEAD_BYTES);
+        lines.make_lines();
+        let expected = concat!(
+            r#"{"n":7,"k":"sent","e":1,"s":0,"t":5,"i":"","m":{"id":0}}"#,
+            "\n",
+            r#"{"n":8,"k":"update","e":2,"s":9,"t":5,"i":"s-1","m":{"a":1}}"#,
+            "\n",
+            r#"{"n":9,"k":"update","e":2,"s":10,"t":6,"i":"s-1","x":"not an object"}"#,
+            "\n",
+        );
+        assert_eq!(std::str::from_utf8(&lines.text).unwrap(), expected);
+        assert_eq!((lines.first_record, lines.last_record), (7, 9));
+        assert_eq!((lines.first_update, lines.last_update), (Some((2, 9)), Some((2, 10))));
+        lines.clear();
+        assert_eq!(lines.bytes(), 0);
+        made(&mut lines, MadeKind::Other, b"received", br#""i":""}"#, [10, 7, 2, 0]);
+        lines.make_lines(); // the kept digits of the batch before do not leak into this one
+        let expected = concat!(r#"{"n":10,"k":"received","e":2,"s":0,"t":7,"i":""}"#, "\n");
+        assert_eq!(std::str::from_utf8(&lines.text).unwrap(), expected);
+        assert_eq!((lines.first_update, lines.last_update), (None, None));
+    }
+
     #[test]
     fn a_head_is_the_record_format() {
-        let mut numbers = Session::default();
+        let mut numbers = Digits::default();
         for (number, kind, sequence) in [(9, "update", 99), (10, "update", 100), (11, "sent", 0)] {
             let fields = Fields {
                 number,

@@ -161,10 +161,11 @@ impl Store for SqliteStore {
     type Hot = Session;
 
     fn bytes(batch: &Lines) -> usize {
-        batch.text.len()
+        batch.bytes()
     }
 
     fn store(&mut self, batch: &mut Lines) -> Result<(), String> {
+        batch.make_lines();
         let result = self.insert(batch);
         batch.clear();
         result.map_err(|error| format!("cannot write the journal: {error}"))
