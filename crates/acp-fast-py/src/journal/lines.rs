@@ -442,9 +442,27 @@ mod tests {
     #[test]
     fn the_storing_thread_makes_the_lines_the_reader_recorded() {
         let mut lines = Lines::default();
-        made(&mut lines, MadeKind::Other, b"sent", br#""i":"","m":{"id":0}}"#, [7, 5, 1, 0]);
-        made(&mut lines, MadeKind::Verbatim, br#""s-1""#, br#"{"a":1}"#, [8, 5, 2, 9]);
-        made(&mut lines, MadeKind::Quoted, br#""s-1""#, br#""not an object""#, [9, 6, 2, 10]);
+        made(
+            &mut lines,
+            MadeKind::Other,
+            b"sent",
+            br#""i":"","m":{"id":0}}"#,
+            [7, 5, 1, 0],
+        );
+        made(
+            &mut lines,
+            MadeKind::Verbatim,
+            br#""s-1""#,
+            br#"{"a":1}"#,
+            [8, 5, 2, 9],
+        );
+        made(
+            &mut lines,
+            MadeKind::Quoted,
+            br#""s-1""#,
+            br#""not an object""#,
+            [9, 6, 2, 10],
+        );
         assert_eq!(lines.bytes(), lines.raw.len() + 3 * HEAD_BYTES);
         lines.make_lines();
         let expected = concat!(
@@ -457,10 +475,19 @@ mod tests {
         );
         assert_eq!(std::str::from_utf8(&lines.text).unwrap(), expected);
         assert_eq!((lines.first_record, lines.last_record), (7, 9));
-        assert_eq!((lines.first_update, lines.last_update), (Some((2, 9)), Some((2, 10))));
+        assert_eq!(
+            (lines.first_update, lines.last_update),
+            (Some((2, 9)), Some((2, 10)))
+        );
         lines.clear();
         assert_eq!(lines.bytes(), 0);
-        made(&mut lines, MadeKind::Other, b"received", br#""i":""}"#, [10, 7, 2, 0]);
+        made(
+            &mut lines,
+            MadeKind::Other,
+            b"received",
+            br#""i":""}"#,
+            [10, 7, 2, 0],
+        );
         lines.make_lines(); // the kept digits of the batch before do not leak into this one
         let expected = concat!(r#"{"n":10,"k":"received","e":2,"s":0,"t":7,"i":""}"#, "\n");
         assert_eq!(std::str::from_utf8(&lines.text).unwrap(), expected);

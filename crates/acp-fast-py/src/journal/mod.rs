@@ -1,8 +1,10 @@
-//! The hot path of `acp_fast.journal`: each record is made in Rust on the reader's thread (a
-//! lock and a few copies, no Python string work) and stored in batches by a thread of the
-//! writer's own, so the reader pays for making the record, not for storing it.
+//! The hot path of `acp_fast.journal`: on the reader's thread a record is its fields and a copy
+//! of its bytes (a lock, no JSON, no Python string work); a thread of the writer's own makes
+//! the lines and stores them in batches, so the reader pays for keeping the record, not for
+//! making or storing it.
 //!
-//! - `lines`: the record format (one JSON object a line) both kinds store.
+//! - `lines`: the record format (one JSON object a line) both kinds store, and the pending
+//!   records it is made from.
 //! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
 //! - `sync`: fsync "batch" as a group commit, on a thread of its own.
 //! - `jsonl`: `JournalWriter`, the lines appended to a file.
