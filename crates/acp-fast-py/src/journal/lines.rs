@@ -15,13 +15,19 @@ use super::batch::{now_ns, Core, Pending, Store, MAX_PENDING_BYTES};
 /// ends near `BATCH_BYTES` of lines.
 const HEAD_BYTES: usize = 100;
 
-/// A pending record as the reader made it: the head's fields, and where its bytes end in
-/// `Lines::raw` (its bytes start where the record before it ended).
-struct Made {
+/// A record's numbers, as its head gives them.
+#[derive(Clone, Copy)]
+struct Numbers {
     number: u64,
     time: u64,
     epoch: u64,
     sequence: u64,
+}
+
+/// A pending record as the reader made it: its numbers, and where its bytes end in
+/// `Lines::raw` (its bytes start where the record before it ended).
+struct Made {
+    numbers: Numbers,
     /// Where the first part of its bytes ends: an update's session (a JSON string), or the
     /// kind of any other record.
     split: usize,
@@ -71,13 +77,23 @@ impl Lines {
         self.raw.len() + self.made.len() * HEAD_BYTES
     }
 
-    fn push(&mut self, made: Made) {
+    /// Keeps a record: its numbers, and its bytes in two parts (see `Made::split`).
+    fn keep(&mut self, kind: MadeKind, numbers: Numbers, first: &[u8], rest: &[u8]) {
         if self.made.capacity() == 0 {
             // A batch ends at 512 KiB (1 MiB when the store lags): reserved once, kept.
             self.raw.reserve(MAX_PENDING_BYTES + (64 << 10));
             self.made.reserve(MAX_PENDING_BYTES / HEAD_BYTES);
         }
-        self.made.push(made);
+        self.raw.extend_from_slice(first);
+        let split = self.raw.len();
+        self.raw.extend_from_slice(rest);
+        let end = self.raw.len();
+        self.made.push(Made {
+            numbers,
+            split,
+            end,
+            kind,
+        });
     }
 
     /// Makes the pending records' lines into `text` (on the thread that stores them), and
@@ -97,12 +113,18 @@ impl Lines {
                 MadeKind::Other => std::str::from_utf8(first).unwrap_or("other"),
                 _ => "update",
             };
+            let Numbers {
+                number,
+                time,
+                epoch,
+                sequence,
+            } = record.numbers;
             let fields = Fields {
-                number: record.number,
+                number,
                 kind,
-                epoch: record.epoch,
-                sequence: record.sequence,
-                time: record.time,
+                epoch,
+                sequence,
+                time,
             };
             let mut head = head(&mut self.digits, fields);
             match record.kind {
@@ -126,15 +148,14 @@ impl Lines {
                 }
             }
         }
-        let mut updates = made.iter().filter(|record| record.kind != MadeKind::Other);
-        self.first_update = updates.next().map(|record| (record.epoch, record.sequence));
-        self.last_update = made
-            .iter()
-            .rev()
-            .find(|record| record.kind != MadeKind::Other)
-            .map(|record| (record.epoch, record.sequence));
-        self.first_record = made.first().map_or(0, |record| record.number);
-        self.last_record = made.last().map_or(0, |record| record.number);
+        let update = |record: &Made| {
+            (record.kind != MadeKind::Other)
+                .then_some((record.numbers.epoch, record.numbers.sequence))
+        };
+        self.first_update = made.iter().find_map(update);
+        self.last_update = made.iter().rev().find_map(update);
+        self.first_record = made.first().map_or(0, |record| record.numbers.number);
+        self.last_record = made.last().map_or(0, |record| record.numbers.number);
     }
 }
 
@@ -348,19 +369,13 @@ pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
             Envelope::Verbatim(line) => (MadeKind::Verbatim, line),
             Envelope::Quoted(string) => (MadeKind::Quoted, string),
         };
-        batch.raw.extend_from_slice(&hot.json);
-        let split = batch.raw.len();
-        batch.raw.extend_from_slice(bytes);
-        let end = batch.raw.len();
-        batch.push(Made {
+        let numbers = Numbers {
             number,
             time,
             epoch,
             sequence,
-            split,
-            end,
-            kind,
-        });
+        };
+        batch.keep(kind, numbers, &hot.json, bytes);
         Ok(())
     })
 }
@@ -382,20 +397,15 @@ pub(crate) fn record_other<S: Store<Batch = Lines, Hot = Session>>(
     let time = now_ns();
     core.append(py, false, time, |pending, number| {
         let epoch = epoch.unwrap_or(pending.last_epoch);
-        let batch = &mut pending.batch;
-        batch.raw.extend_from_slice(kind.as_bytes());
-        let split = batch.raw.len();
-        batch.raw.extend_from_slice(rest);
-        let end = batch.raw.len();
-        batch.push(Made {
+        let numbers = Numbers {
             number,
             time,
             epoch,
             sequence: 0,
-            split,
-            end,
-            kind: MadeKind::Other,
-        });
+        };
+        pending
+            .batch
+            .keep(MadeKind::Other, numbers, kind.as_bytes(), rest);
         Ok(())
     })
 }
@@ -423,20 +433,13 @@ mod tests {
 
     fn made(lines: &mut Lines, kind: MadeKind, first: &[u8], rest: &[u8], numbers: [u64; 4]) {
         let [number, time, epoch, sequence] = numbers;
-        lines.raw.extend_from_slice(first);
-        let split = lines.raw.len();
-        lines.raw.extend_from_slice(rest);
-        let end = lines.raw.len();
-        let kind_made = Made {
+        let numbers = Numbers {
             number,
             time,
             epoch,
             sequence,
-            split,
-            end,
-            kind,
         };
-        lines.push(kind_made);
+        lines.keep(kind, numbers, first, rest);
     }
 
     #[test]
