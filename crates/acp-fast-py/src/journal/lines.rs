@@ -109,24 +109,11 @@ impl Lines {
             let first = &raw[start..record.split];
             let rest = &raw[record.split..record.end];
             start = record.end;
-            let kind = match record.kind {
-                MadeKind::Other => std::str::from_utf8(first).unwrap_or("other"),
-                _ => "update",
+            let kind: &[u8] = match record.kind {
+                MadeKind::Other => first,
+                _ => b"update",
             };
-            let Numbers {
-                number,
-                time,
-                epoch,
-                sequence,
-            } = record.numbers;
-            let fields = Fields {
-                number,
-                kind,
-                epoch,
-                sequence,
-                time,
-            };
-            let mut head = head(&mut self.digits, fields);
+            let mut head = head(&mut self.digits, kind, record.numbers);
             match record.kind {
                 MadeKind::Other => {
                     head.push(b",");
@@ -181,7 +168,7 @@ struct Digits {
 /// sequences go up by one. So most numbers cost a compare or a one-digit increment, not a
 /// conversion.
 #[derive(Default)]
-pub(crate) struct Decimal {
+struct Decimal {
     value: u64,
     /// 0 until the first number.
     len: usize,
@@ -291,38 +278,29 @@ pub(crate) fn looks_like_an_object(text: &[u8]) -> bool {
         && memchr::memchr(b'\n', text).is_none()
 }
 
-/// The fields of a record's head.
-struct Fields<'a> {
-    number: u64,
-    kind: &'a str,
-    epoch: u64,
-    sequence: u64,
-    time: u64,
-}
-
 /// The longest kind a record can have ("permission" and the like are far shorter).
 const MAX_KIND: usize = 32;
 
 /// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
 #[inline]
-fn head(numbers: &mut Digits, fields: Fields<'_>) -> Head {
+fn head(digits: &mut Digits, kind: &[u8], numbers: Numbers) -> Head {
     let mut head = Head::new();
     head.push(b"{\"n\":");
-    head.push_digits(numbers.record.of(fields.number));
+    head.push_digits(digits.record.of(numbers.number));
     head.push(b",\"k\":\"");
-    if fields.kind == "update" {
+    if kind == b"update" {
         head.push(b"update");
     } else {
-        let kind = &fields.kind.as_bytes()[..fields.kind.len().min(MAX_KIND)];
+        let kind = &kind[..kind.len().min(MAX_KIND)];
         head.bytes[head.len..head.len + kind.len()].copy_from_slice(kind);
         head.len += kind.len();
     }
     head.push(b"\",\"e\":");
-    head.push_digits(numbers.epoch.of(fields.epoch));
+    head.push_digits(digits.epoch.of(numbers.epoch));
     head.push(b",\"s\":");
-    head.push_digits(numbers.sequence.of(fields.sequence));
+    head.push_digits(digits.sequence.of(numbers.sequence));
     head.push(b",\"t\":");
-    head.push_digits(numbers.time.of(fields.time));
+    head.push_digits(digits.time.of(numbers.time));
     head
 }
 
@@ -499,16 +477,15 @@ mod tests {
 
     #[test]
     fn a_head_is_the_record_format() {
-        let mut numbers = Digits::default();
+        let mut digits = Digits::default();
         for (number, kind, sequence) in [(9, "update", 99), (10, "update", 100), (11, "sent", 0)] {
-            let fields = Fields {
+            let numbers = Numbers {
                 number,
-                kind,
+                time: 1_796_061_557_809_780_162,
                 epoch: 3,
                 sequence,
-                time: 1_796_061_557_809_780_162,
             };
-            let head = head(&mut numbers, fields);
+            let head = head(&mut digits, kind.as_bytes(), numbers);
             let expected = format!(
                 r#"{{"n":{number},"k":"{kind}","e":3,"s":{sequence},"t":1796061557809780162"#
             );
@@ -518,14 +495,13 @@ mod tests {
             );
         }
         let long = "k".repeat(MAX_KIND);
-        let fields = Fields {
+        let numbers = Numbers {
             number: u64::MAX,
-            kind: &long,
+            time: u64::MAX,
             epoch: u64::MAX,
             sequence: u64::MAX,
-            time: u64::MAX,
         };
-        let mut head = head(&mut numbers, fields);
+        let mut head = head(&mut digits, long.as_bytes(), numbers);
         head.push(b",\"i\":"); // the longest head still has room for its end
         assert_eq!(head.len, Head::CAPACITY);
     }
