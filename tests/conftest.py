@@ -24,6 +24,12 @@ import acp_fast as acp
 import procinfo
 import pytest
 
+# Hosts started by the tests inherit the suite's signal dispositions. Under `nohup` SIGHUP is
+# ignored, and a host rightly leaves an ignored SIGHUP ignored; the tests that send SIGHUP
+# expect its default, so the suite restores it.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 TEST_TRANSFER_LIMITS = acp.TransferLimits(
     request_bytes=1 << 20,
     response_bytes=1 << 20,
