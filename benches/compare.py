@@ -692,9 +692,17 @@ def machine_line() -> str:
     return (
         f"Machine: {cores} cores ({usable} usable), {model}, Linux {platform.release()}; "
         f"Python {platform.python_version()}; acp-fast {acp_fast.__version__} "
-        f"(git {rev or '?'}); agent-client-protocol {metadata.version('agent-client-protocol')}; "
-        f"orjson {metadata.version('orjson')}; load average at start {load}."
+        f"(git {rev or '?'}); agent-client-protocol {_version('agent-client-protocol')}; "
+        f"orjson {_version('orjson')}; load average at start {load}."
     )
+
+
+def _version(package: str) -> str:
+    """A package's version, for the header of benches that run without it (journal_bench)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _agent_speed(command: list[str] | str, shell: bool = False, runs: int = 3) -> str:
