@@ -22,13 +22,16 @@ from acp_fast import journal
 
 
 class Progress:
-    __slots__ = ("view",)
+    """Writes each recorded update's sequence as one 8-byte store. (`struct.pack_into` zeroes
+    its target before it packs: a reader, or a kill between the two, would see 0.)"""
+
+    __slots__ = ("numbers",)
 
     def __init__(self, view: mmap.mmap) -> None:
-        self.view = view
+        self.numbers = memoryview(view).cast("q")
 
     def on_update(self, update: acp.Update) -> None:
-        struct.pack_into("q", self.view, 8, update.update_sequence)
+        self.numbers[1] = update.update_sequence
 
 
 def main() -> None:
