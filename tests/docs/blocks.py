@@ -34,7 +34,7 @@ class Block:
 
     @property
     def kind(self) -> str | None:
-        """"python", "cli" (a shell block of acp-fast commands) or None (not an example)."""
+        """ "python", "cli" (a shell block of acp-fast commands) or None (not an example)."""
         if self.lang == "python":
             return "python"
         if self.lang in SHELL_LANGS:

@@ -68,6 +68,16 @@ def _client_defaults() -> bool:
     )
 
 
+def _rule_kinds_checked() -> bool:
+    import acp_fast
+
+    try:
+        acp_fast.PermissionRule(kind="wrte")
+    except ValueError:
+        return True
+    return False
+
+
 def _async_aclose() -> bool:
     import acp_fast
 
@@ -105,7 +115,11 @@ def _demo_host_mode() -> bool:
 
 #: (what the example needs, a pattern of the block's text that means it needs it, the probe).
 NEEDS: list[tuple[str, re.Pattern[str], Callable[[], bool]]] = [
-    ("acp_fast.demo_agent_command()", re.compile(r"demo_agent_command"), _has("demo_agent_command")),
+    (
+        "acp_fast.demo_agent_command()",
+        re.compile(r"demo_agent_command"),
+        _has("demo_agent_command"),
+    ),
     (
         "acp_fast.DEFAULT_TRANSFER_LIMITS",
         re.compile(r"DEFAULT_TRANSFER_LIMITS"),
@@ -117,9 +131,18 @@ NEEDS: list[tuple[str, re.Pattern[str], Callable[[], bool]]] = [
         _client_defaults,
     ),
     ("AsyncClient.aclose()", re.compile(r"\.aclose\(\)"), _async_aclose),
+    (
+        "PermissionRule checking its kind (ValueError)",
+        re.compile(r'PermissionRule\(kind="wrte"\)'),
+        _rule_kinds_checked,
+    ),
     ("acp-fast chat", re.compile(r"acp-fast chat\b"), _cli_has("chat")),
     ("acp-fast --version", re.compile(r"acp-fast --version"), _cli_version),
-    ("acp-fast run --timeout", re.compile(r"acp-fast run\b.*--timeout"), _cli_has("run", "--timeout")),
+    (
+        "acp-fast run --timeout",
+        re.compile(r"acp-fast run\b.*--timeout"),
+        _cli_has("run", "--timeout"),
+    ),
     (
         "acp-fast run --agent-stderr",
         re.compile(r"--agent-stderr"),
