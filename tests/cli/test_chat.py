@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from acp_fast import journal
 
 from .ptykit import Pty, env
