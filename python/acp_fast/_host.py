@@ -3,6 +3,7 @@ it, and `observer.on_activity` fed `ClientActivity` records."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -102,3 +103,29 @@ def activity_line(activity: ClientActivity) -> str:
         verdict = "allowed"
     line = f"{activity.method.value} {target}: {verdict}".replace("  ", " ")
     return printable_line(line)  # paths, commands, ids and reasons are the agent's
+
+
+#: What the core appends to a failed `terminal/create`'s message when the command looked like a
+#: shell line and no `terminal_shell` was set (crates/acp-fast-py/src/host.rs, NO_SHELL_HINT).
+_NO_SHELL_MARK = "the command was run without a shell"
+
+SHELL_HINT = (
+    "the agent sent terminal/create a whole shell line, which ran without a shell and failed; "
+    "to run such lines, add --terminal-shell /bin/sh (ClientCapabilityConfig(terminal_shell=...))"
+)
+
+
+def shell_hint(line: str) -> str | None:
+    """`SHELL_HINT` when `line`, a message the client sent, answers a `terminal/create` that
+    failed for want of a shell: the agent is told, and the person at the terminal should be."""
+    if _NO_SHELL_MARK not in line:
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    error = message.get("error") if isinstance(message, dict) else None
+    text = error.get("message") if isinstance(error, dict) else None
+    if isinstance(text, str) and _NO_SHELL_MARK in text:
+        return SHELL_HINT
+    return None

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 import acp_fast
-from acp_fast._host import activity_line
+from acp_fast._host import activity_line, shell_hint
 from acp_fast._text import printable, printable_line
 
 #: The reply kept for display (the client keeps its own, within its limits): the final frame
@@ -56,6 +56,7 @@ class LiveView:
         self._reply_dropped = 0  # characters left out of the start of the reply
         self._thought = ""
         self._status: str | None = None
+        self._hint: str | None = None
         self._since = time.monotonic()
         self._plan: list[tuple[str, str]] = []
         self._tools: dict[str, list[str]] = {}  # id -> [title, kind, status], printable
@@ -191,6 +192,10 @@ class LiveView:
         self._activity_count += 1
         self._since = time.monotonic()
 
+    def on_sent(self, line: str) -> None:
+        if self._hint is None:
+            self._hint = shell_hint(line)
+
     # --- rendering (rich's refresh thread, and the final frame) -------------------------------
 
     def reply_text(self) -> str:
@@ -268,6 +273,8 @@ class LiveView:
             parts.append(table)
         if self._activity:
             parts.append(self._activity_lines())
+        if self._hint is not None:
+            parts.append(Text(f"hint: {self._hint}", style="yellow"))
         parts.append(self._footer())
         return Group(*parts)
 

@@ -183,6 +183,9 @@ class Relay:
     def on_activity(self, activity: acp_fast.ClientActivity) -> None:
         self.view.on_activity(activity)
 
+    def on_sent(self, line: str) -> None:
+        self.view.on_sent(line)
+
     def _ask(self, request: acp_fast.PermissionRequest) -> Any:
         """On the turn's thread: hand the question to the main thread and wait for its answer
         (a cancelled turn answers it cancelled)."""

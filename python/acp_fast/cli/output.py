@@ -10,7 +10,7 @@ import time
 from typing import Any, TextIO
 
 import acp_fast
-from acp_fast._host import activity_line
+from acp_fast._host import activity_line, shell_hint
 from acp_fast._text import printable, printable_line
 
 #: Seconds of silence before the waiting line appears on a terminal.
@@ -147,6 +147,7 @@ class ConsoleObserver:
         self.screen = screen if screen is not None else Screen(out, err)
         self._in_thought = False
         self._titles: dict[str, str] = {}
+        self._hinted = False
         #: The reply text streamed so far ends with a newline (or nothing was streamed).
         self.reply_written = False
         self.reply_ends_with_newline = True
@@ -211,6 +212,13 @@ class ConsoleObserver:
 
     def on_activity(self, activity: acp_fast.ClientActivity) -> None:
         self._say(activity_line(activity))
+
+    def on_sent(self, line: str) -> None:
+        if not self._hinted:
+            hint = shell_hint(line)
+            if hint is not None:
+                self._hinted = True
+                self._say(f"acp-fast: hint: {hint}")
 
 
 def permission_line(request: acp_fast.PermissionRequest) -> str:
