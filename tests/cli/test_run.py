@@ -12,10 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import acp_fast
-from acp_fast import journal
+import pytest
 
 from .ptykit import Pty, env
 
@@ -242,16 +240,16 @@ def test_live_view_final_frame(tmp_path: Path) -> None:
     pytest.importorskip("rich")
     import io
 
-    from rich.console import Console
-
     from acp_fast import _live
+    from rich.console import Console
 
     console = Console(file=io.StringIO(), width=100, color_system=None)
     view = _live.LiveView(console, "j.jsonl")
 
     def update(kind: str, text: str) -> acp_fast.Update:
         body = f'{{"sessionUpdate":"{kind}","content":{{"type":"text","text":"x"}}}}'
-        envelope = f'{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s","update":{body}}}}}'
+        params = f'{{"sessionId":"s","update":{body}}}'
+        envelope = f'{{"jsonrpc":"2.0","method":"session/update","params":{params}}}'
         return acp_fast.Update(
             kind=kind,
             session_update=kind,
