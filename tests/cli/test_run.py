@@ -115,13 +115,13 @@ def test_timeout_for_start_and_for_the_turn(tmp_path: Path) -> None:
     began = time.monotonic()
     proc = cli("run", "--timeout", "0.5", "--agent", "/bin/sh -c 'sleep 30'", "hi")
     assert proc.returncode == 1
-    assert "timed out" in proc.stderr
+    assert proc.stderr.startswith("acp-fast: error: the agent did not start within 0.5 s")
     assert time.monotonic() - began < 20  # not the agent's 30 s
     slow = f"{sys.executable} -m acp_fast.demo_agent --delay 5"
     began = time.monotonic()
     proc = cli("run", "--timeout", "1", "--agent", slow, "one two three four", cwd=tmp_path)
     assert proc.returncode == 1
-    assert "did not end within 1.0 s" in proc.stderr
+    assert "acp-fast: error: the turn did not end within 1 s (--timeout)" in proc.stderr
     assert time.monotonic() - began < 20
 
 

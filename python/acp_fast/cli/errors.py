@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+import acp_fast
 from acp_fast import journal as journal_module
 from acp_fast._text import printable_line
 
@@ -48,13 +49,30 @@ def tail_lines(tail: str, limit: int = TAIL_LINES) -> list[str]:
     return [printable_line(line.rstrip()) for line in lines[-limit:]]
 
 
+def describe(exc: BaseException | str) -> str:
+    """The message for a person at the CLI: the library's words, except where they name
+    calls the person did not make (a timeout given as --timeout)."""
+    if isinstance(exc, acp_fast.TurnTimeout):
+        text = f"the turn did not end within {exc.timeout:g} s (--timeout)"
+        result = exc.result
+        if result is not None:
+            return f"{text}; it was cancelled and ended with stop reason {result.stop_reason!r}"
+        return f"{text}, nor within {exc.cancel_grace:g} s of being cancelled"
+    text = str(exc)
+    at = text.find("start() timed out after ")
+    if isinstance(exc, acp_fast.AcpError) and at >= 0:
+        seconds = text[at + len("start() timed out after ") :].split(" s", 1)[0]
+        return f"the agent did not start within {seconds} s (--timeout)"
+    return text
+
+
 def report(
     exc: BaseException | str, *, tail: str = "", err: TextIO | None = None, prefix: str = "error"
 ) -> None:
     """``acp-fast: error: <one line>``, then the agent's last stderr lines (from the message,
     else `tail`), each on a line of its own."""
     err = err if err is not None else sys.stderr
-    message, own_tail = split_tail(str(exc))
+    message, own_tail = split_tail(describe(exc))
     text = one_line(message) or (type(exc).__name__ if isinstance(exc, BaseException) else "")
     lines = [f"acp-fast: {prefix}: {text}"]
     shown = tail_lines(own_tail or tail)
