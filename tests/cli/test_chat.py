@@ -132,6 +132,28 @@ def test_two_ctrl_c_within_two_seconds_stop(tmp_path: Path) -> None:
     assert "Traceback" not in pty.text
 
 
+def test_cancel_typed_while_a_turn_runs(tmp_path: Path) -> None:
+    record = tmp_path / "chat.jsonl"
+    pty = Pty(
+        ["chat", "--view", "plain", "--journal", str(record)],
+        cwd=tmp_path,
+        extra_env={"ACP_DEMO_DELAY": "1"},
+    )
+    try:
+        pty.expect("you> ")
+        pty.send("one two three four five six seven\r")
+        pty.expect("Hello! ")
+        pty.send("/cancel\r")
+        pty.expect("cancelling the turn")
+        pty.expect("stop reason: cancelled")
+        pty.expect("you> ")
+        pty.send("\x04")
+        assert pty.finish() == 0, pty.text
+    finally:
+        pty.close()
+    assert stop_reasons(record) == ["cancelled"]
+
+
 def test_ctrl_c_at_the_prompt_drops_the_line(tmp_path: Path) -> None:
     pty = Pty(["chat", "--view", "plain"], cwd=tmp_path)
     try:

@@ -134,6 +134,10 @@ class LineReader:
             self._fill(timeout)
         return self._lines.pop(0) if self._lines else None
 
+    def keep(self, line: str) -> None:
+        """Read `line` again first (a line typed ahead while a turn ran)."""
+        self._lines.append(line)
+
     def read(self, prompt: str) -> str | None:
         """The next line (None: stdin ended). Type-ahead read during a turn comes first."""
         if self._lines:
@@ -424,8 +428,6 @@ class Chat:
             if isinstance(error, acp_fast.TurnTimeout | acp_fast.CapabilityError):
                 errors.report(error)
                 return
-            if isinstance(error, Exception):
-                raise error
             raise error
         result = outcome.get("result")
         if result is not None:
@@ -472,8 +474,7 @@ class Chat:
                         self._cancel(session, view)
                         self._leaving = True
                     elif line is not None and line.strip():
-                        self.reader._lines.insert(0, line)  # type-ahead: the next prompt
-                        worker.join(0.05)
+                        self.reader.keep(line)  # type-ahead: the next prompt
                 else:
                     worker.join(0.05)
             except _Interrupt as interrupt:
@@ -487,6 +488,7 @@ class Chat:
         title = printable_line(request.title or request.tool_call_id or "(untitled)")
         kind = f" ({printable_line(request.tool_kind)})" if request.tool_kind else ""
         answer: Any = acp_fast.PermissionOutcome(acp_fast.PermissionDecision.CANCEL)
+        agent.status(view, None)  # no waiting line over the question
         pause = getattr(view, "pause", None)
         if pause is not None:
             pause()
@@ -520,6 +522,7 @@ class Chat:
             resume = getattr(view, "resume", None)
             if resume is not None:
                 resume()
+            agent.status(view, "waiting for the agent…")
 
 
 def run(parser: Parser, args: argparse.Namespace) -> int:
