@@ -154,6 +154,29 @@ def test_cancel_typed_while_a_turn_runs(tmp_path: Path) -> None:
     assert stop_reasons(record) == ["cancelled"]
 
 
+def test_a_line_typed_ahead_does_not_answer_a_question(tmp_path: Path) -> None:
+    """ "y" typed while the turn ran, before the question was shown, is a prompt for later,
+    not a yes."""
+    pty = Pty(["chat", "--view", "plain"], cwd=tmp_path, extra_env={"ACP_DEMO_DELAY": "0.4"})
+    try:
+        pty.expect("you> ")
+        pty.send("hello one two three four five\r")
+        pty.expect("Hello! ")
+        pty.send("write g.txt\r")  # typed ahead: the next prompt
+        pty.send("y\r")  # typed before the question (the first turn still runs)
+        pty.expect("you> write g.txt")
+        pty.expect(r"allow\? ")
+        pty.send("n\r")
+        pty.expect(r"I did not write g\.txt: permission was rejected\.")
+        pty.expect("you> y")  # the early "y" came next, as a prompt
+        pty.expect("you> ")
+        pty.send("\x04")
+        assert pty.finish() == 0, pty.text
+    finally:
+        pty.close()
+    assert not (tmp_path / "g.txt").exists()
+
+
 def test_ctrl_c_at_the_prompt_drops_the_line(tmp_path: Path) -> None:
     pty = Pty(["chat", "--view", "plain"], cwd=tmp_path)
     try:

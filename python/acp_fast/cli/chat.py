@@ -128,19 +128,21 @@ class LineReader:
     def _decode(line: bytes) -> str:
         return line.decode("utf-8", "replace").rstrip("\r")
 
-    def poll(self, timeout: float) -> str | None:
-        """A whole line if one comes within `timeout` (a terminal hands over whole lines)."""
-        if not self._lines:
-            self._fill(timeout)
-        return self._lines.pop(0) if self._lines else None
+    def take_new(self, timeout: float, wanted: tuple[str, ...]) -> str | None:
+        """Wait up to `timeout` for lines (a terminal hands over whole lines); the first new
+        one that is one of `wanted` is taken out and returned, the others stay for the next
+        prompts (type-ahead)."""
+        before = len(self._lines)
+        self._fill(timeout)
+        for index in range(before, len(self._lines)):
+            if self._lines[index].strip() in wanted:
+                return self._lines.pop(index).strip()
+        return None
 
-    def keep(self, line: str) -> None:
-        """Read `line` again first (a line typed ahead while a turn ran)."""
-        self._lines.append(line)
-
-    def read(self, prompt: str) -> str | None:
-        """The next line (None: stdin ended). Type-ahead read during a turn comes first."""
-        if self._lines:
+    def read(self, prompt: str, *, fresh: bool = False) -> str | None:
+        """The next line (None: stdin ended). Type-ahead read during a turn comes first,
+        unless `fresh`: a question is answered only by what is typed after it is shown."""
+        if self._lines and not (fresh and self.tty):
             line = self._lines.pop(0)
             if self.tty:
                 say(f"{prompt}{printable_line(line)}")
@@ -467,14 +469,10 @@ class Chat:
                     self._ask(question, view)
                     continue
                 if self.reader.tty and not self.reader.ended:
-                    line = self.reader.poll(0.05)
-                    if line is not None and line.strip() == "/cancel":
+                    line = self.reader.take_new(0.05, ("/cancel", "/quit", "/exit"))
+                    if line is not None:
                         self._cancel(session, view)
-                    elif line is not None and line.strip() in ("/quit", "/exit"):
-                        self._cancel(session, view)
-                        self._leaving = True
-                    elif line is not None and line.strip():
-                        self.reader.keep(line)  # type-ahead: the next prompt
+                        self._leaving = line != "/cancel"
                 else:
                     worker.join(0.05)
             except _Interrupt as interrupt:
@@ -498,7 +496,7 @@ class Chat:
         try:
             say(f"acp-fast: the agent asks permission: {title}{kind}")
             while True:
-                reply = self.reader.read("allow? [y]es once, [a]lways, [n]o: ")
+                reply = self.reader.read("allow? [y]es once, [a]lways, [n]o: ", fresh=True)
                 if reply is None:
                     answer = acp_fast.PermissionOutcome(acp_fast.PermissionDecision.DENY)
                     self._leaving = True
