@@ -214,3 +214,21 @@ def test_from_a_pipe(tmp_path: Path) -> None:
     ]
     assert "asks permission" not in proc.stderr
     assert "acp-fast: mode code" in proc.stderr
+
+
+def test_a_line_too_long_is_skipped_and_said(tmp_path: Path) -> None:
+    """A pipe may hold a line of any length: one over 1 MiB is skipped (memory stays bounded),
+    the chat says so and goes on."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "chat", "--view", "plain"],
+        input="x" * (3 << 20) + "\nhello\n",
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Hello! You said: hello.\n"
+    assert proc.stderr.count("acp-fast: a line longer than 1,048,576 bytes was skipped") == 1

@@ -91,6 +91,7 @@ class LineReader:
         self.tty = isatty(sys.stdin)
         self._fd = sys.stdin.fileno()
         self._buffer = b""
+        self._skipping = False  # inside a line too long to keep, until its newline
         self._lines: list[str] = []
         self.ended = False
         if self.tty:
@@ -112,16 +113,26 @@ class LineReader:
             data = b""
         if not data:
             self.ended = True
-            if self._buffer:
+            if self._buffer and not self._skipping:
                 self._lines.append(self._decode(self._buffer))
                 self._buffer = b""
             return True
-        self._buffer += data
-        *lines, self._buffer = self._buffer.split(b"\n")
-        self._lines.extend(self._decode(line) for line in lines)
-        if len(self._buffer) > LINE_LIMIT:
-            self._lines.append(self._decode(self._buffer[:LINE_LIMIT]))
+        if self._skipping:  # inside a line too long to keep: drop it up to its newline
+            at = data.find(b"\n")
+            if at < 0:
+                return True
+            self._skipping = False
+            data = data[at + 1 :]
+        *lines, rest = (self._buffer + data).split(b"\n")
+        self._lines.extend(self._decode(line) for line in lines if len(line) <= LINE_LIMIT)
+        skipped = sum(1 for line in lines if len(line) > LINE_LIMIT)
+        self._buffer = rest
+        if len(rest) > LINE_LIMIT:
+            self._skipping = True
             self._buffer = b""
+            skipped += 1
+        if skipped:
+            say(f"acp-fast: a line longer than {LINE_LIMIT:,} bytes was skipped")
         return True
 
     @staticmethod
@@ -427,7 +438,13 @@ class Chat:
             self.relay.view = self.relay.plain
         error = outcome.get("error")
         if error is not None:
-            if isinstance(error, acp_fast.TurnTimeout | acp_fast.CapabilityError):
+            # The turn failed, the client did not: say so and take the next line.
+            recoverable = (
+                acp_fast.TurnTimeout,
+                acp_fast.CapabilityError,
+                acp_fast.RequestCapacityExceeded,
+            )
+            if isinstance(error, recoverable):
                 errors.report(error)
                 return
             raise error

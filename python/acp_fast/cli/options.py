@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import acp_fast
 from acp_fast import _host
 from acp_fast import journal as journal_module
+from acp_fast._text import printable_line
 
 from . import _compat
 
@@ -171,7 +172,7 @@ def agent_name(command: list[str]) -> str:
     """How the agent is named in messages: the demo agent, else its program's base name."""
     if command[1:3] == ["-m", "acp_fast.demo_agent"]:
         return "the demo agent"
-    return os.path.basename(command[0]) or command[0]
+    return printable_line(os.path.basename(command[0]) or command[0])
 
 
 def session_cwd(args: argparse.Namespace) -> str | None:
