@@ -73,9 +73,13 @@ def report(
     else `tail`), each on a line of its own."""
     err = err if err is not None else sys.stderr
     message, own_tail = split_tail(describe(exc))
+    shown = tail_lines(own_tail or tail)
+    if shown:
+        # The stderr is shown below, line by line: a message that carries it too (on its own
+        # lines, in another wording) keeps its first line only.
+        message = message.split("\n", 1)[0]
     text = one_line(message) or (type(exc).__name__ if isinstance(exc, BaseException) else "")
     lines = [f"acp-fast: {prefix}: {text}"]
-    shown = tail_lines(own_tail or tail)
     if shown:
         lines.append("acp-fast: the agent's stderr ended with:")
         lines.extend(f"  | {line}" for line in shown)
