@@ -81,9 +81,14 @@ def test_turns_question_cancel_and_ctrl_d(tmp_path: Path, view: str) -> None:
     assert methods.count("session/cancel") == 1  # one Ctrl-C, one session/cancel
 
 
-def test_rules_decide_before_the_question(tmp_path: Path) -> None:
-    """--allow-kind is an allow rule: the write is allowed and nobody is asked."""
-    pty = Pty(["chat", "--view", "plain", "--allow-kind", "EDIT"], cwd=tmp_path)
+@pytest.mark.parametrize(
+    "rule",
+    [("--allow-kind", "EDIT"), ("--allow-title-prefix", "Write b."), ("--allow", "edit:b.txt")],
+)
+def test_rules_decide_before_the_question(tmp_path: Path, rule: tuple[str, str]) -> None:
+    """--allow-kind and --allow-title-prefix are allow rules, as --allow is: the write is
+    allowed and nobody is asked."""
+    pty = Pty(["chat", "--view", "plain", *rule], cwd=tmp_path)
     try:
         pty.expect("you> ")
         pty.send("write b.txt\r")

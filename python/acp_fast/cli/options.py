@@ -196,11 +196,21 @@ def permission_policy(parser: Parser, args: argparse.Namespace) -> acp_fast.Perm
         parser.fail(str(exc))
     allow.extend(acp_fast.PermissionRule(kind=kind) for kind in kinds)
     allow.extend(
-        acp_fast.PermissionRule(title=re.compile("^" + re.escape(prefix)))
+        acp_fast.PermissionRule(title=re.compile("^" + _literal(prefix)))
         for prefix in args.allow_title_prefix
         if prefix
     )
     return acp_fast.PermissionPolicy(allow=allow, deny=deny)
+
+
+_META = frozenset("\\.^$*+?()[]{}|")
+
+
+def _literal(text: str) -> str:
+    """`text` as a pattern matching itself, escaping only the metacharacters, which Python's
+    `re` and a linear-time engine (Rust's regex) both read the same way (`re.escape` also
+    escapes spaces and dashes, which such an engine may refuse)."""
+    return "".join("\\" + c if c in _META else c for c in text)
 
 
 def capabilities(
