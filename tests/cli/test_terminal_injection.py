@@ -108,3 +108,28 @@ def test_live_view(tmp_path: Path) -> None:
     assert b"\x07" not in output and b"\x08" not in output
     assert C1.search(output) is None
     assert b"^[]0;PWNED^G" in output
+
+
+def test_chat(tmp_path: Path) -> None:
+    """The chat's banner, /mode listing, turn, permission question and decision."""
+    pty = Pty(["chat", "--view", "plain", "--fs", "--terminal", "--agent", AGENT], cwd=tmp_path)
+    try:
+        pty.expect("you> ")
+        pty.send("/mode\r")
+        pty.expect("you> ")
+        pty.send("hi\r")
+        pty.expect(r"allow\? ")
+        pty.send("n\r")
+        pty.expect("kept tab and newline")
+        pty.expect("you> ")
+        pty.send("\x04")
+        assert pty.finish() == 0, pty.text
+    finally:
+        pty.close()
+    # readline switches terminal modes (CSI ? Pn h/l) and the status line erases itself:
+    # neither is the agent's.
+    own = re.sub(rb"\x1b\[\?\d+[hl]", b"", pty.output)
+    assert_no_agent_controls(own)
+    text = pty.text
+    assert "acp-fast chat with evil^[]0;PWNED^G" in text
+    assert "the agent asks permission: perm ^[]0;PWNED^G" in text
