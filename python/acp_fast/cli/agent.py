@@ -44,8 +44,9 @@ def open_client(
         epoch = journal.last_transport_epoch + 1
         journal.transport_epoch = epoch
         watched = journal
-        if live is not None:
-            live.attach_journal(journal)
+        attach = getattr(live if live is not None else observer, "attach_journal", None)
+        if attach is not None:  # the footer counts its records
+            attach(journal)
     settings = options.client_options(parser, args, watched, epoch)
     client = acp_fast.Client(command[0], args=command[1:], cwd=cwd, **settings)
     stack.enter_context(client)

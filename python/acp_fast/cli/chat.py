@@ -187,9 +187,14 @@ class Relay:
         self.plain = plain
         self.view: Any = plain
         self.questions: queue.Queue[_Question] = queue.Queue()
+        self.journal: Any = None
         self.cancelled = threading.Event()
         if ask:
             self.on_permission = self._ask
+
+    def attach_journal(self, journal: Any) -> None:
+        """Each turn's live view counts the journal's records in its footer."""
+        self.journal = journal
 
     def on_update(self, update: acp_fast.Update) -> None:
         self.view.on_update(update)
@@ -422,6 +427,8 @@ class Chat:
         self.relay.cancelled.clear()
         self.relay.view = view
         if live is not None:
+            if self.relay.journal is not None:
+                live.attach_journal(self.relay.journal)
             live.__enter__()
         agent.status(view, "waiting for the agent…")
         worker = threading.Thread(target=work, name="acp-fast-turn", daemon=True)
