@@ -76,7 +76,7 @@ def test_turns_question_cancel_and_ctrl_d(tmp_path: Path, view: str) -> None:
     assert "permission: Write a.txt" in text
     assert "Traceback" not in text
     if view == "live":
-        assert f"journal {record} (" in text and " records)" in text  # the footer counts
+        assert " records)" in text  # the footer counts the journal's records
     assert stop_reasons(record) == ["end_turn", "end_turn", "cancelled"]
     methods = sent_methods(record)
     assert methods.count("session/prompt") == 3
