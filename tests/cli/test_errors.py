@@ -40,3 +40,8 @@ def test_controls_and_long_tails() -> None:
     assert len(lines) == 2 + errors.TAIL_LINES
     assert lines[-1] == "  | ^[]0;title^G"
     assert all("\x1b" not in line for line in lines)
+
+
+def test_a_long_stderr_line_is_cut() -> None:
+    lines = report("failed", tail="x" * 70_000 + "\n")
+    assert lines[2] == "  | " + "x" * errors.TAIL_WIDTH + "… (69,000 more characters)"

@@ -21,6 +21,8 @@ from acp_fast._text import printable_line
 EXIT_PIPE = 128 + signal.SIGPIPE
 #: The most stderr lines of the agent shown under an error.
 TAIL_LINES = 20
+#: The most characters of one such line shown.
+TAIL_WIDTH = 1000
 #: The marker the core writes before the stderr tail it appends to an error's message.
 _CORE_TAIL = "\nagent stderr ("
 
@@ -46,7 +48,13 @@ def split_tail(message: str) -> tuple[str, str]:
 def tail_lines(tail: str, limit: int = TAIL_LINES) -> list[str]:
     """The last `limit` non-blank lines of an agent's stderr, each made printable."""
     lines = [line for line in tail.replace("\r\n", "\n").split("\n") if line.strip()]
-    return [printable_line(line.rstrip()) for line in lines[-limit:]]
+    shown = []
+    for line in lines[-limit:]:
+        line = line.rstrip()
+        if len(line) > TAIL_WIDTH:
+            line = f"{line[:TAIL_WIDTH]}… ({len(line) - TAIL_WIDTH:,} more characters)"
+        shown.append(printable_line(line))
+    return shown
 
 
 def describe(exc: BaseException | str) -> str:

@@ -53,7 +53,8 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         choices=("tail", "inherit", "discard"),
         default="tail",
         help="the agent's stderr: tail (default) keeps its last lines and shows them under any "
-        "error; inherit writes it to this terminal as it comes; discard drops it",
+        "error; inherit writes it to this terminal as it comes (as it is: its control characters "
+        "reach the terminal); discard drops it",
     )
     parser.add_argument(
         "--timeout",
