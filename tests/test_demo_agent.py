@@ -570,3 +570,91 @@ def test_reply_rule_punctuation(spawn: Any, tmp_path: Path) -> None:
         _prompt(agent, request_id, session_id, text)
         before, _ = agent.read_until_response(request_id)
         assert "".join(_chunks(_updates(before, session_id))) == reply
+
+
+# --- host mode: the client serves files and terminals ----------------------------------------
+
+
+def _host_client(tmp_path: Path, observer: Any, **config: Any) -> Any:
+    import acp_fast as acp
+
+    return acp.Client(
+        sys.executable,
+        args=["-m", "acp_fast.demo_agent"],
+        reader_limits=acp.DEFAULT_READER_LIMITS,
+        transfer_limits=acp.TransferLimits(1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20),
+        transport_epoch=1,
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        permission_policy=acp.PermissionPolicy(
+            allow=[acp.PermissionRule(kind="edit"), acp.PermissionRule(kind="execute")]
+        ),
+        observer=observer,
+        capabilities=acp.ClientCapabilityConfig(**config),
+    )
+
+
+class _Seen:
+    def __init__(self) -> None:
+        self.activity: list[Any] = []
+        self.updates: list[Any] = []
+
+    def on_update(self, update: Any) -> None:
+        self.updates.append(update)
+
+    def on_permission_commit(self, request: Any) -> None:
+        pass
+
+    def on_activity(self, activity: Any) -> None:
+        self.activity.append(activity)
+
+
+def test_host_mode_writes_through_the_client_and_runs_a_check(tmp_path: Path) -> None:
+    seen = _Seen()
+    with _host_client(tmp_path, seen) as client:
+        client.start()
+        reply = client.prompt("please write hello.txt")
+    assert (tmp_path / "hello.txt").read_text() == (
+        "Hello from the acp-fast demo agent. You said: please write hello.txt\n"
+    )
+    assert reply == (
+        "Hello! You said: please write hello.txt. I wrote hello.txt. "
+        "wc -c hello.txt printed: 69 hello.txt."
+    )
+    assert [a.method.value for a in seen.activity] == [
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
+    assert seen.activity[0].error_code is not None  # a new file: the read failed, as expected
+    assert all(a.allowed for a in seen.activity)
+    assert seen.activity[2].command == "wc -c hello.txt"
+    titles = [u.text for u in seen.updates if u.kind == "tool_call"]
+    assert titles == ["Write hello.txt", "Run wc -c hello.txt"]
+
+
+def test_host_mode_without_read_or_terminal_and_a_failed_write(tmp_path: Path) -> None:
+    seen = _Seen()
+    with _host_client(tmp_path, seen, read_text_file=False, terminal=False) as client:
+        client.start()
+        assert client.prompt("write a.txt") == "Hello! You said: write a.txt. I wrote a.txt."
+        (tmp_path / "b.txt").mkdir()
+        reply = client.prompt("write b.txt")
+    assert reply.startswith("Hello! You said: write b.txt. I could not write b.txt: ")
+    assert [a.method.value for a in seen.activity] == ["fs/write_text_file"] * 2
+    assert (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").is_dir()
+
+
+def test_host_mode_shell_keyword_sends_a_shell_line(tmp_path: Path) -> None:
+    seen = _Seen()
+    with _host_client(tmp_path, seen) as client:
+        client.start()
+        reply = client.prompt("write c.txt in a shell")
+    assert "I could not run wc: " in reply and "without a shell" in reply
+    with _host_client(tmp_path, seen, terminal_shell="/bin/sh") as client:
+        client.start()
+        reply = client.prompt("write c.txt in a shell")
+    assert reply.endswith("wc -c c.txt printed: 69 c.txt.")

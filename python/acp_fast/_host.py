@@ -3,10 +3,26 @@ it, and `observer.on_activity` fed `ClientActivity` records."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+from ._text import printable_line
 from ._types import ClientActivity, ClientCapabilityConfig, ClientMethod, PermissionRule
+
+#: The ACP tool kinds (schema `ToolKind`): what a permission rule's kind can match.
+TOOL_KINDS = (
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+)
 
 
 def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] | None:
@@ -42,11 +58,25 @@ def activity_callback(on_activity: Any) -> Any:
     return record
 
 
+def tool_kind(text: str, where: str) -> str:
+    """`text` as an ACP tool kind (any case), else `ValueError` listing the kinds: a misspelt
+    kind would match nothing, and a deny rule that matches nothing denies nothing."""
+    kind = text.strip().lower()
+    if kind not in TOOL_KINDS:
+        raise ValueError(
+            f"{where}: unknown tool kind {printable_line(text)!r}; "
+            f"the ACP tool kinds are {', '.join(TOOL_KINDS)}"
+        )
+    return kind
+
+
 def parse_rule(text: str) -> PermissionRule:
     """A CLI rule, ``[KIND][:TITLE]``: ``edit`` (that kind), ``execute:git `` (that kind and
     title substring), ``:Read`` (any kind, title substring); a TITLE written ``/…/`` is a regular
-    expression searched in the title."""
+    expression searched in the title. KIND is one of `TOOL_KINDS`, in any case."""
     kind, _, title = text.partition(":")
+    if kind:
+        kind = tool_kind(kind, f"rule {printable_line(text)!r}")
     pattern: str | re.Pattern[str] | None = title or None
     if title.startswith("/") and title.endswith("/") and len(title) >= 2:
         try:
@@ -71,4 +101,31 @@ def activity_line(activity: ClientActivity) -> str:
         verdict = f"allowed, failed with {activity.error_code}"
     else:
         verdict = "allowed"
-    return f"{activity.method.value} {target}: {verdict}".replace("  ", " ")
+    line = f"{activity.method.value} {target}: {verdict}".replace("  ", " ")
+    return printable_line(line)  # paths, commands, ids and reasons are the agent's
+
+
+#: What the core appends to a failed `terminal/create`'s message when the command looked like a
+#: shell line and no `terminal_shell` was set (crates/acp-fast-py/src/host.rs, NO_SHELL_HINT).
+_NO_SHELL_MARK = "the command was run without a shell"
+
+SHELL_HINT = (
+    "the agent sent terminal/create a whole shell line, which ran without a shell and failed; "
+    "to run such lines, add --terminal-shell /bin/sh (ClientCapabilityConfig(terminal_shell=...))"
+)
+
+
+def shell_hint(line: str) -> str | None:
+    """`SHELL_HINT` when `line`, a message the client sent, answers a `terminal/create` that
+    failed for want of a shell: the agent is told, and the person at the terminal should be."""
+    if _NO_SHELL_MARK not in line:
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    error = message.get("error") if isinstance(message, dict) else None
+    text = error.get("message") if isinstance(error, dict) else None
+    if isinstance(text, str) and _NO_SHELL_MARK in text:
+        return SHELL_HINT
+    return None

@@ -1,8 +1,12 @@
-"""The live terminal view of one turn for ``acp-fast run`` (needs the optional ``rich``).
+"""The live terminal view of one turn for ``acp-fast run`` and ``chat`` (needs the optional
+``rich``).
 
 The observer callbacks only update plain state (cheap, on the client's thread); rich's refresh
 thread renders it a few times a second while the client reads with the GIL released. At the end
-the whole final state is printed once, the full reply included, so it stays in the scrollback.
+the whole final state is printed once, the full reply included (up to `REPLY_CHARS`; beyond
+that the frame says how much was left out and that the journal has it all), so it stays in the
+scrollback. Every piece of agent text is made printable (`acp_fast._text`) before rich sees it:
+rich would send an ESC in a title or a reply to the terminal as it is.
 """
 
 from __future__ import annotations
@@ -18,10 +22,16 @@ from rich.table import Table
 from rich.text import Text
 
 import acp_fast
-from acp_fast._host import activity_line
+from acp_fast._host import activity_line, shell_hint
+from acp_fast._text import printable, printable_line
 
-#: The reply kept for display (the client keeps its own, within its limits).
-REPLY_CHARS = 256 * 1024
+#: The reply kept for display (the client keeps its own, within its limits): the final frame
+#: shows it whole up to this size; a longer reply's start is left out and the frame says so.
+REPLY_CHARS = 1024 * 1024
+#: Tool calls kept for the table (the latest; an agent may send any number).
+TOOLS_KEPT = 200
+#: Seconds of silence before the footer says what the view waits for.
+WAIT_AFTER = 1.0
 #: Activity lines kept for the final frame, and shown while the turn runs (the latest).
 ACTIVITY_KEPT = 500
 ACTIVITY_SHOWN = 6
@@ -43,10 +53,14 @@ class LiveView:
         self._journal: Any = None
         self._reply: deque[str] = deque()
         self._reply_chars = 0
-        self._reply_dropped = False
+        self._reply_dropped = 0  # characters left out of the start of the reply
         self._thought = ""
+        self._status: str | None = None
+        self._hint: str | None = None
+        self._since = time.monotonic()
         self._plan: list[tuple[str, str]] = []
-        self._tools: dict[str, list[str]] = {}  # id -> [title, kind, status]
+        self._tools: dict[str, list[str]] = {}  # id -> [title, kind, status], printable
+        self._tools_dropped = 0
         self._permissions: list[tuple[str, str]] = []
         self._activity: deque[tuple[str, str]] = deque(maxlen=ACTIVITY_KEPT)  # (line, style)
         self._activity_count = 0
@@ -65,6 +79,27 @@ class LiveView:
             redirect_stdout=False,
             redirect_stderr=False,
         )
+
+    def status(self, text: str | None) -> None:
+        """What the view waits for ("starting the agent…"), shown after a second of silence."""
+        self._status = text
+        self._since = time.monotonic()
+
+    def pause(self) -> None:
+        """Erase the live area and stop drawing (a question is asked on the terminal)."""
+        if self._final:
+            return
+        self._live.transient = True
+        self._live.stop()
+
+    def resume(self) -> None:
+        if not self._final:
+            self._live.transient = False
+            self._live.start()
+
+    def note(self, text: str) -> None:
+        """A line of the CLI's own above the live area (printable already)."""
+        self._console.print(Text(text), soft_wrap=True)
 
     def attach_journal(self, journal: Any) -> None:
         """Show the journal's record count in the footer."""
@@ -94,7 +129,7 @@ class LiveView:
         now = time.monotonic()
         if self._first is None:
             self._first = now
-        self._last = now
+        self._last = self._since = now
         self.updates += 1
         self.bytes += len(update.envelope.encode()) + 1
         kind = update.kind
@@ -104,37 +139,47 @@ class LiveView:
                 self._reply.append(text)
                 self._reply_chars += len(text)
                 while self._reply_chars > REPLY_CHARS and len(self._reply) > 1:
-                    self._reply_chars -= len(self._reply.popleft())
-                    self._reply_dropped = True
+                    dropped = len(self._reply.popleft())
+                    self._reply_chars -= dropped
+                    self._reply_dropped += dropped
         elif kind == acp_fast.UpdateKind.AGENT_THOUGHT_CHUNK:
-            self._thought = (self._thought + update.text)[-2000:]
+            self._thought = (self._thought + printable(update.text))[-2000:]
+            self._since = now
         elif kind == acp_fast.UpdateKind.PLAN:
             entries = update.json().get("entries")
             plan = []
             for entry in entries if isinstance(entries, list) else ():
                 if isinstance(entry, dict):
-                    plan.append((str(entry.get("content", "")), str(entry.get("status", ""))))
-            self._plan = plan
+                    content = printable_line(str(entry.get("content", ""))[:1000])
+                    plan.append((content, printable_line(str(entry.get("status", ""))[:40])))
+            self._plan = plan[:50]
         elif kind in (acp_fast.UpdateKind.TOOL_CALL, acp_fast.UpdateKind.TOOL_CALL_UPDATE):
             body = update.json()
             call_id = update.tool_call_id or ""
-            row = self._tools.setdefault(call_id, [call_id or "(untitled)", "", ""])
+            row = self._tools.get(call_id)
+            if row is None:
+                if len(self._tools) >= TOOLS_KEPT:
+                    del self._tools[next(iter(self._tools))]
+                    self._tools_dropped += 1
+                row = self._tools[call_id] = [printable_line(call_id) or "(untitled)", "", ""]
             if update.text:
-                row[0] = update.text
+                row[0] = printable_line(update.text[:1000])
             for index, name in ((1, "kind"), (2, "status")):
                 value = body.get(name)
                 if isinstance(value, str) and value:
-                    row[index] = value
+                    row[index] = printable_line(value[:40])
         elif kind == acp_fast.UpdateKind.CURRENT_MODE_UPDATE:
-            self._mode = update.text
+            self._mode = printable_line(update.text[:100])
 
     def on_permission_commit(self, request: acp_fast.PermissionRequest) -> None:
-        title = request.title or request.tool_call_id or "(untitled)"
+        title = printable_line(request.title or request.tool_call_id or "(untitled)")
         decision = f"{request.outcome} {request.option_id}".rstrip()
         reason = getattr(request, "reason", "")
         if reason:
             decision += f" ({reason})"
-        self._permissions.append((title, decision))
+        self._since = time.monotonic()
+        if len(self._permissions) < ACTIVITY_KEPT:
+            self._permissions.append((title, printable_line(decision)))
 
     def on_activity(self, activity: acp_fast.ClientActivity) -> None:
         if not activity.allowed:
@@ -145,10 +190,16 @@ class LiveView:
             style = "green"
         self._activity.append((activity_line(activity), style))
         self._activity_count += 1
+        self._since = time.monotonic()
+
+    def on_sent(self, line: str) -> None:
+        if self._hint is None:
+            self._hint = shell_hint(line)
 
     # --- rendering (rich's refresh thread, and the final frame) -------------------------------
 
     def reply_text(self) -> str:
+        """The reply kept for display, as the agent sent it (the last `REPLY_CHARS`)."""
         return "".join(list(self._reply))
 
     def _render(self) -> RenderableType:
@@ -163,11 +214,24 @@ class LiveView:
             width = max(20, self._console.size.width - 4)
             # Wrap only a tail that surely fills the room: wrapping is costly and runs under
             # the GIL, which the client's reader needs back.
-            tail = reply[-room * width :]
+            tail = printable(reply[-room * width :])
             lines = Text(tail).wrap(self._console, width)
             reply = "\n".join(line.plain for line in list(lines)[-room:])
-        elif self._reply_dropped:
-            reply = "…" + reply
+        else:
+            reply = printable(reply)
+        if self._final and self._reply_dropped:
+            where = (
+                f"the journal {printable_line(self._journal_path)} has the whole reply"
+                if self._journal_path is not None
+                else "--journal PATH keeps the whole reply, --view plain streams it all"
+            )
+            parts.append(
+                Text(
+                    f"the first {self._reply_dropped:,} characters of the reply are left out "
+                    f"of this view (it keeps the last {REPLY_CHARS:,}); {where}",
+                    style="yellow",
+                )
+            )
         parts.append(
             Panel(
                 Text(reply or "…", style="" if reply else "dim"),
@@ -176,7 +240,7 @@ class LiveView:
                 border_style="blue",
             )
         )
-        if self._thought and not self._final:
+        if self._thought:
             last = self._thought.strip().splitlines()[-1:] or [""]
             parts.append(
                 Text(f"thinking: {last[0]}", style="dim italic", overflow="ellipsis", no_wrap=True)
@@ -195,14 +259,22 @@ class LiveView:
             table.add_column("tool call")
             table.add_column("kind", style="dim")
             table.add_column("status")
+            if self._tools_dropped:
+                table.add_row(Text(f"({self._tools_dropped:,} earlier)", style="dim"), "", "")
+            # Text, not str: rich would read [markup] in an agent's title (a [link=…] is an
+            # OSC 8 hyperlink).
             for title, tool_kind, status in (list(v) for v in list(self._tools.values())):
-                table.add_row(title, tool_kind, Text(status, style=_status_style(status)))
+                table.add_row(
+                    Text(title), Text(tool_kind), Text(status, style=_status_style(status))
+                )
             for title, decision in list(self._permissions):
                 style = "green" if "allow" in decision else "red"
-                table.add_row(f"permission: {title}", "", Text(decision, style=style))
+                table.add_row(Text(f"permission: {title}"), "", Text(decision, style=style))
             parts.append(table)
         if self._activity:
             parts.append(self._activity_lines())
+        if self._hint is not None:
+            parts.append(Text(f"hint: {self._hint}", style="yellow"))
         parts.append(self._footer())
         return Group(*parts)
 
@@ -226,7 +298,7 @@ class LiveView:
         rate = self.updates / span if span > 0 else 0.0
         elapsed = time.monotonic() - self._began
         pieces = [
-            f"{self.updates:,} updates",
+            "1 update" if self.updates == 1 else f"{self.updates:,} updates",
             f"{rate:,.0f} updates/s",
             f"{_human_bytes(self.bytes)}",
             f"{elapsed:.1f} s",
@@ -235,8 +307,13 @@ class LiveView:
             pieces.append(f"mode {self._mode}")
         if self._journal_path is not None:
             records = getattr(self._journal, "last_record", None)
-            suffix = f" ({records:,} records)" if isinstance(records, int) else ""
-            pieces.append(f"journal {self._journal_path}{suffix}")
+            suffix = ""
+            if isinstance(records, int):
+                suffix = " (1 record)" if records == 1 else f" ({records:,} records)"
+            pieces.append(f"journal {printable_line(self._journal_path)}{suffix}")
+        quiet = time.monotonic() - self._since
+        if self._status is not None and not self._final and quiet >= WAIT_AFTER:
+            pieces.append(f"{self._status} ({quiet:.0f} s)")
         return Text(" · ".join(pieces), style="bold cyan")
 
 

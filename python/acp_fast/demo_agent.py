@@ -66,6 +66,24 @@ The updates, in order:
    e.g. P = ``make hello.txt`` allowed gives ``Hello! You said: make hello.txt. I wrote
    hello.txt.``
 
+Host mode: when the client advertises ``fs.writeTextFile`` in ``initialize``, an allowed write
+is real, done through the client as real agents do: ``fs/read_text_file`` of the path first
+(when ``fs.readTextFile`` is advertised too; an error answer means a new file), then
+``fs/write_text_file`` with the content ``"Hello from the acp-fast demo agent. You said: " + P
++ "\n"``. Host requests have ids ``host-K`` (K counts per process from 1). A write answered
+with an error fails the tool call and the sentence is ``"I could not write " + F + ": " +
+<the error's message> + "."``. When the client also advertises ``terminal``, a written file is
+then checked with a command: a second ``tool_call`` (``call-N+1``, ``title`` ``"Run wc -c " +
+F``, ``kind`` ``execute``), permission asked as for the write (same options and rules), then
+``terminal/create`` (``command`` ``wc``, ``args`` ``["-c", F']`` where F' is the path relative
+to the cwd, ``cwd`` the session's, ``outputByteLimit`` 4096), ``terminal/wait_for_exit``,
+``terminal/output`` and ``terminal/release``; the reply gains `` "wc -c " + F' + " printed: "
++ <the output, stripped> + "."`` (or ``"I did not run wc: permission was " + <reason> + "."``,
+or ``"I could not run wc: " + <message> + "."``). The prompt keyword ``shell`` (as a word, any
+case) sends the command as one shell line instead (``command`` ``"wc -c " + F'``, no
+``args``), as claude-code-acp does: a host without a shell for such lines refuses it and
+says how to allow it.
+
 ``ACP_DEMO_DELAY`` (seconds, float, default 0; or ``--delay``) is waited before every reply
 chunk after the first. ``session/cancel`` for the session, at any point of the turn (also while
 waiting for a permission answer, which then ends with a ``failed`` tool_call_update), stops the
@@ -101,6 +119,7 @@ _FILE_RE = re.compile(r"[\w./-]*\w\.[A-Za-z]+\b")
 # searching, in linear time (a search retries every start of a long token: quadratic).
 _NAME_RUN_RE = re.compile(r"[\w./-]+")
 _FILE_WORD_RE = re.compile(r"\bfiles?\b", re.IGNORECASE)
+_SHELL_WORD_RE = re.compile(r"\bshell\b", re.IGNORECASE)
 _DEFAULT_FILE = "notes.txt"
 _ALLOW_OPTIONS = ("allow", "allow-always")
 
@@ -209,6 +228,12 @@ class DemoAgent:
         self._cancelled = False
         self._answers: dict[str, Any] = {}
         self._early: dict[str, Any] = {}
+        # What the client serves (initialize's clientCapabilities): host mode uses it.
+        self._can_read = False
+        self._can_write = False
+        self._can_run = False
+        self._host_counter = 0
+        self._prompt_text = ""
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -308,6 +333,13 @@ class DemoAgent:
 
     def _request(self, request_id: Any, method: str, params: Any) -> None:
         if method == "initialize":
+            capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
+            capabilities = capabilities if isinstance(capabilities, dict) else {}
+            fs = capabilities.get("fs")
+            fs = fs if isinstance(fs, dict) else {}
+            self._can_read = fs.get("readTextFile") is True
+            self._can_write = fs.get("writeTextFile") is True
+            self._can_run = capabilities.get("terminal") is True
             self._respond(
                 request_id,
                 {
@@ -425,6 +457,7 @@ class DemoAgent:
 
     def _turn(self, session: _Session, prompt_text: str) -> None:
         sid = session.id
+        self._prompt_text = prompt_text
         self._poll()
         self._update(
             sid,
@@ -452,7 +485,8 @@ class DemoAgent:
         if not prompt_text.endswith((".", "!", "?")):
             reply += "."
         if file_name is not None:
-            reply += " " + self._write_file(session, file_name)
+            shell = _SHELL_WORD_RE.search(prompt_text) is not None
+            reply += " " + self._write_file(session, file_name, shell)
         for index, chunk in enumerate(reply_chunks(reply)):
             if index:
                 self._wait(self._delay)
@@ -466,83 +500,141 @@ class DemoAgent:
                 },
             )
 
-    def _write_file(self, session: _Session, file_name: str) -> str:
-        """Run the pretend write (tool call and permission); return the reply's sentence."""
-        sid = session.id
+    def _write_file(self, session: _Session, file_name: str, shell: bool = False) -> str:
+        """Run the write (tool call, permission, and in host mode the client's fs/* and
+        terminal/*); return the reply's sentence."""
+        path = _path_under(session.cwd, file_name)
+        call_id, reason = self._tool_call(session, f"Write {file_name}", "edit", path)
+        if reason is not None:
+            self._tool_status(session, call_id, "failed")
+            if reason == "error":
+                return f"I did not write {file_name}: the permission request failed."
+            return f"I did not write {file_name}: permission was {reason}."
+        if not self._can_write:  # the client serves no files: pretend
+            self._tool_status(session, call_id, "completed")
+            return f"I wrote {file_name}."
+        if self._can_read:
+            self._host_call("fs/read_text_file", {"sessionId": session.id, "path": path})
+        content = f"Hello from the acp-fast demo agent. You said: {self._prompt_text}\n"
+        params = {"sessionId": session.id, "path": path, "content": content}
+        _, error = self._host_call("fs/write_text_file", params)
+        if error is not None:
+            self._tool_status(session, call_id, "failed")
+            return f"I could not write {file_name}: {error}."
+        self._tool_status(session, call_id, "completed")
+        sentence = f"I wrote {file_name}."
+        if self._can_run:
+            sentence += " " + self._run_check(session, path, shell)
+        return sentence
+
+    def _run_check(self, session: _Session, path: str, shell: bool) -> str:
+        """Host mode with a terminal: ``wc -c`` the written file; the reply's sentence."""
+        relative = os.path.relpath(path, os.path.abspath(session.cwd))
+        command = f"wc -c {relative}"
+        call_id, reason = self._tool_call(session, f"Run {command}", "execute", path)
+        if reason is not None:
+            self._tool_status(session, call_id, "failed")
+            if reason == "error":
+                return "I did not run wc: the permission request failed."
+            return f"I did not run wc: permission was {reason}."
+        create: dict[str, Any] = {
+            "sessionId": session.id,
+            "cwd": os.path.abspath(session.cwd),
+            "outputByteLimit": 4096,
+        }
+        if shell:
+            create["command"] = command
+        else:
+            create.update(command="wc", args=["-c", relative])
+        result, error = self._host_call("terminal/create", create)
+        terminal = result.get("terminalId") if isinstance(result, dict) else None
+        if error is not None or not isinstance(terminal, str):
+            self._tool_status(session, call_id, "failed")
+            return f"I could not run wc: {error or 'no terminal id'}."
+        ids = {"sessionId": session.id, "terminalId": terminal}
+        self._host_call("terminal/wait_for_exit", ids)
+        output, error = self._host_call("terminal/output", ids)
+        self._host_call("terminal/release", ids)
+        text = output.get("output") if isinstance(output, dict) else None
+        if error is not None or not isinstance(text, str):
+            self._tool_status(session, call_id, "failed")
+            return f"I could not run wc: {error or 'no output'}."
+        self._tool_status(session, call_id, "completed")
+        return f"{command} printed: {text.strip()}."
+
+    def _tool_call(
+        self, session: _Session, title: str, kind: str, path: str
+    ) -> tuple[str, str | None]:
+        """Announce a tool call and ask for it unless the session allows all; (its id, None
+        when allowed or the refusal: "rejected", "cancelled" or "error")."""
         session.tool_calls += 1
         call_id = f"call-{session.tool_calls}"
-        title = f"Write {file_name}"
         self._poll()
         self._update(
-            sid,
+            session.id,
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": call_id,
                 "title": title,
-                "kind": "edit",
+                "kind": kind,
                 "status": "pending",
-                "locations": [{"path": _path_under(session.cwd, file_name)}],
+                "locations": [{"path": path}],
             },
         )
         if session.mode == "code" or session.always_allow:
-            reason = None
-        else:
-            try:
-                reason = self._ask_permission(session, call_id, title)
-            except _Stop:
-                self._update(
-                    sid,
-                    {
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": call_id,
-                        "status": "failed",
-                    },
-                )
-                raise
-        self._update(
-            sid,
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "completed" if reason is None else "failed",
-            },
-        )
-        if reason is None:
-            return f"I wrote {file_name}."
-        if reason == "error":
-            return f"I did not write {file_name}: the permission request failed."
-        return f"I did not write {file_name}: permission was {reason}."
+            return call_id, None
+        try:
+            return call_id, self._ask_permission(session, call_id, title, kind)
+        except _Stop:
+            self._tool_status(session, call_id, "failed")
+            raise
 
-    def _ask_permission(self, session: _Session, call_id: str, title: str) -> str | None:
-        """Ask the client; None when allowed, else "rejected", "cancelled" or "error"."""
-        self._permission_counter += 1
-        request_id = f"perm-{self._permission_counter}"
+    def _tool_status(self, session: _Session, call_id: str, status: str) -> None:
+        self._update(
+            session.id,
+            {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status},
+        )
+
+    def _call_client(self, request_id: str, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the client and wait for its answer (handling input meanwhile);
+        None when stdin ended first. A cancel raises _Stop."""
         self._answers[request_id] = self._early.pop(request_id, None)
         try:
             self._poll()
-            self._send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "method": "session/request_permission",
-                    "params": {
-                        "sessionId": session.id,
-                        "toolCall": {
-                            "toolCallId": call_id,
-                            "title": title,
-                            "kind": "edit",
-                            "status": "pending",
-                        },
-                        "options": _PERMISSION_OPTIONS,
-                    },
-                }
-            )
+            self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             while self._answers[request_id] is None and not self._eof:
                 self._handle(self._inbox.get(), in_turn=True)
                 self._check()
-            answer = self._answers[request_id]
+            return self._answers[request_id]
         finally:
             del self._answers[request_id]
+
+    def _host_call(self, method: str, params: dict[str, Any]) -> tuple[Any, str | None]:
+        """A host request (fs/*, terminal/*): (its result, None) or (None, the error's
+        message)."""
+        self._host_counter += 1
+        answer = self._call_client(f"host-{self._host_counter}", method, params)
+        if answer is None:
+            return None, "the client went away"
+        error = answer.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            return None, str(message or "an error")
+        return answer.get("result"), None
+
+    def _ask_permission(
+        self, session: _Session, call_id: str, title: str, kind: str = "edit"
+    ) -> str | None:
+        """Ask the client; None when allowed, else "rejected", "cancelled" or "error"."""
+        self._permission_counter += 1
+        params = {
+            "sessionId": session.id,
+            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"},
+            "options": _PERMISSION_OPTIONS,
+        }
+        answer = self._call_client(
+            f"perm-{self._permission_counter}", "session/request_permission", params
+        )
         if answer is None:  # stdin ended: no answer can come
             return "cancelled"
         result = answer.get("result")

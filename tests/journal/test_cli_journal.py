@@ -276,7 +276,7 @@ def test_show_and_stats_of_wire_lines(tmp_path: Path) -> None:
     turn_rows = [line for line in stats.splitlines() if line.lstrip().startswith("1 ")]
     assert len(turn_rows) == 1 and turn_rows[0].split()[1:3] == ["s-1", "2"]
     assert turn_rows[0].endswith("end_turn")
-    assert "1 turns" in stats
+    assert "1 turn" in stats and "1 turns" not in stats
 
 
 def test_without_rich_the_view_is_plain_lines(tmp_path: Path) -> None:
@@ -302,7 +302,7 @@ def test_without_rich_the_view_is_plain_lines(tmp_path: Path) -> None:
     live = run("run", "--view", "live", "hello")
     assert live.returncode == 2 and "Traceback" not in live.stderr
     assert live.stderr.splitlines()[-1] == (
-        "acp-fast: error: --view live needs rich: pip install 'acp-fast[live]'"
+        "acp-fast run: error: --view live needs rich: pip install 'acp-fast[live]'"
     )
 
 
