@@ -4,20 +4,24 @@ frozen data classes of `_types`, and makes sure no agent outlives the interprete
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from . import _core, _shutdown, _spawn_args
+from . import _core, _interrupt, _shutdown, _spawn_args
 from ._core import Update
-from ._errors import AgentProtocolError, ConnectError, TurnTimeout
+from ._errors import AgentProtocolError, AgentTransportFailed, ConnectError, TurnTimeout
 from ._host import activity_callback, capability_tuple
 from ._session import Session, _SessionBase, content_tuples, turn_result
 from ._types import (
+    DEFAULT_READER_LIMITS,
+    DEFAULT_TRANSFER_LIMITS,
     Audio,
     AuthMethod,
     BlobResource,
@@ -123,10 +127,13 @@ class _CoreOptions:
     #: None (advertise nothing), else `_host.capability_tuple`'s tuple (host.md §1).
     capabilities: tuple[Any, ...] | None = None
     on_activity: Any = None
+    #: A missing `on_update` / `on_permission_commit` fails the call (the seed's audit rule).
+    durable: bool = False
 
 
 def mcp_tuple(server: Any) -> tuple[Any, ...]:
-    """`acp.McpServer` (stdio) or a typed model server (stdio, http, sse) as the core's tuple."""
+    """`acp.McpServer` (stdio) or a typed `acp_fast.model` server (`McpServerStdio`,
+    `McpServerHttp`, `McpServerSse`) as the core's tuple."""
     if isinstance(server, McpServer):
         return (
             "stdio",
@@ -135,20 +142,57 @@ def mcp_tuple(server: Any) -> tuple[Any, ...]:
             list(server.args),
             [(e.name, e.value) for e in server.env],
         )
-    kind = getattr(server, "type", None)
-    headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
-    if kind in ("http", "sse"):
+    from . import model  # loaded only for typed servers
+
+    # The model's tagged structs keep their tag ("http", "sse") in the class, not in a field.
+    if isinstance(server, (model.McpServerHttp, model.McpServerSse)):
+        kind = "http" if isinstance(server, model.McpServerHttp) else "sse"
+        headers = [(h.name, h.value) for h in server.headers]
         return (kind, server.name, server.url, headers)
-    env = [(e.name, e.value) for e in getattr(server, "env", ()) or ()]
-    return ("stdio", server.name, server.command, list(server.args), env)
+    if isinstance(server, model.McpServerStdio):
+        env = [(e.name, e.value) for e in server.env]
+        return ("stdio", server.name, server.command, list(server.args), env)
+    raise TypeError(
+        "mcp_servers must hold acp_fast.McpServer or acp_fast.model.McpServerStdio, "
+        f"McpServerHttp or McpServerSse items (got {type(server).__name__})"
+    )
 
 
-def _connect_failure(error: AgentProtocolError) -> bool:
+def _mcp_list(servers: object, name: str) -> list[tuple[Any, ...]]:
+    if isinstance(servers, (str, bytes, McpServer)) or not isinstance(servers, Iterable):
+        raise TypeError(f"{name} must be a sequence of MCP servers (got {type(servers).__name__})")
+    return [mcp_tuple(s) for s in servers]
+
+
+def _check_type(value: object, expected: type | tuple[type, ...], name: str, what: str) -> None:
+    """TypeError naming the option and the type expected (first-use.md §1)."""
+    if not isinstance(value, expected):
+        raise TypeError(f"{name} must be {what} (got {type(value).__name__} {value!r})")
+
+
+def _journal_epoch(observer: object) -> int | None:
+    """When `observer` is a journal: the epoch after every epoch it holds (what the CLI does),
+    so appending runs never collide on (epoch, sequence). None for any other observer."""
+    module = sys.modules.get("acp_fast.journal.observer")  # not loaded: not a journal
+    if module is None or not isinstance(observer, module._Journal):
+        return None
+    writer = getattr(observer, "_writer", None)
+    seen: list[int] = [
+        observer.last_transport_epoch,
+        observer.transport_epoch or 0,
+        getattr(writer, "last_epoch", 0) or 0,
+    ]
+    return max(seen) + 1
+
+
+def _connect_failure(error: AgentProtocolError | AgentTransportFailed) -> bool:
     """The handshake failures `start()` reports as `ConnectError` (design §6): an error answer,
     another protocol version, the output ending, the timeout. Other faults (invalid JSON, an
     unexpected message) stay plain `AgentProtocolError`, as in wave 1."""
     if not getattr(error, "_acp_handshake", False):
         return False  # a usage error (closed, forked, stopped), raised before anything was sent
+    if isinstance(error, AgentTransportFailed):
+        return True  # the agent exited before it read initialize: its stdin is closed
     text = str(error)
     return error.code is not None or any(
         marker in text
@@ -165,47 +209,133 @@ class _ClientBase(Generic[_S]):
 
     def __init__(
         self,
-        command: str,
-        *,
+        command: str | os.PathLike[str],
         args: Sequence[str] = (),
-        reader_limits: ReaderLimits,
-        transfer_limits: TransferLimits,
-        transport_epoch: int,
+        *,
+        reader_limits: ReaderLimits = DEFAULT_READER_LIMITS,
+        transfer_limits: TransferLimits = DEFAULT_TRANSFER_LIMITS,
+        transport_epoch: int | None = None,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
-        client_info: ClientInfo = ClientInfo(),  # noqa: B008 - frozen, shared safely
+        client_info: ClientInfo | None = None,
         mcp_servers: Iterable[Any] = (),
-        permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008
+        permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008 - frozen
         observer: object | None = None,
-        stderr: Literal["discard", "inherit", "tail"] = "discard",
+        durable: bool = False,
+        stderr: Literal["discard", "inherit", "tail"] = "tail",
         stderr_tail_bytes: int = 64 * 1024,
         agent_id: str | None = None,
         session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
         capabilities: ClientCapabilityConfig | None = None,
+        interrupt: Literal["raise", "cancel"] = "raise",
     ) -> None:
+        """Validates the options and starts the agent (``start()`` then talks to it).
+
+        Args:
+            command: The agent's program (looked up on ``PATH`` as `subprocess` does), e.g.
+                ``"gemini"``; `demo_agent_command()` gives the bundled demo agent's.
+            args: The agent's arguments (a sequence of str, bytes or path-like, not a single
+                string); may be given by position, as `subprocess.Popen`'s.
+            reader_limits: The longest line accepted from the agent (`ReaderLimits`).
+                Default `DEFAULT_READER_LIMITS` (2 MiB).
+            transfer_limits: Caps on requests, replies and updates (`TransferLimits`).
+                Default `DEFAULT_TRANSFER_LIMITS`.
+            transport_epoch: A number above zero stamped on every `Update`, so that
+                (epoch, sequence) names an update across runs. Default: when ``observer``
+                is a journal (`acp_fast.journal`), one more than the highest epoch it holds
+                (appended runs never collide), else 1. A journal observer's own
+                ``transport_epoch`` is set to the client's.
+            cwd: The agent's working directory and the default session's cwd. Default: the
+                host's current directory. A missing directory raises `FileNotFoundError`
+                naming it.
+            env: The agent's whole environment (a mapping of str). Default: the host's.
+            client_info: What ``initialize`` reports as ``clientInfo``. Default
+                ``ClientInfo()``: name "acp-fast" and the package's version.
+            mcp_servers: MCP servers offered to every session the client opens:
+                `McpServer` (stdio) or the typed ``acp_fast.model.McpServerStdio``,
+                ``McpServerHttp`` and ``McpServerSse`` (HTTP and SSE need the agent's
+                ``mcpCapabilities``, else `CapabilityError`).
+            permission_policy: How permission requests are answered (`PermissionPolicy`);
+                settable later through the ``permission_policy`` attribute. Default: deny.
+            observer: Any object with some of the callbacks ``on_update(update)``,
+                ``on_permission(request)``, ``on_permission_commit(request)``,
+                ``on_activity(activity)``, ``on_sent(line)`` and ``on_received(line)`` (an
+                `Observer`, a journal, your own class), or None. What it lacks is simply not
+                called: replies, `TurnResult` and policy decisions work without it.
+            durable: The audit rule: when True, an update or permission request that the
+                observer has no ``on_update`` / ``on_permission_commit`` to record fails the
+                call with `MissingDurableObserver` and stops the client. Default False.
+            stderr: The agent's stderr: "tail" (default) keeps its last
+                ``stderr_tail_bytes`` (`stderr_tail()`, and appended to the error raised when
+                the agent exits, e.g. `ConnectError` from ``start()``); "inherit" passes the
+                host's stderr; "discard" drops it.
+            stderr_tail_bytes: The size of the stderr tail, in bytes (> 0). Default 64 KiB.
+            agent_id: The agent's name in errors and records. Default: the command's base
+                name.
+            session_state: "off" (default), "lenient" or "strict": fold each session's
+                updates into ``Session.state`` (an ``acp_fast.model.SessionState``);
+                "strict" stops the client on an update it cannot decode.
+            cancel_grace: Seconds a cancelled or timed-out turn may take to end (> 0).
+                Default 5.
+            capabilities: What the client serves to the agent (files, terminals), as
+                `ClientCapabilityConfig`; None (default) advertises nothing.
+            interrupt: Ctrl-C (KeyboardInterrupt) during a turn on the main thread: "raise"
+                (default) raises it and stops the client; "cancel" cancels the turn first
+                (one ``session/cancel``, pending permission requests answered cancelled) and
+                the turn returns with the agent's stop reason; a second Ctrl-C within 2 s
+                raises and stops the client. `Session.prompt` may override it per turn.
+
+        Raises:
+            TypeError: an option has the wrong type (the message names it and the type
+                expected).
+            ValueError: an option's value is out of range (`InvalidLimits` for limits).
+            FileNotFoundError: ``command`` or ``cwd`` does not exist.
+            CapacityOverflow: the reader's buffer could not be allocated.
+        """
         self._core: _core.CoreClient | None = None
         self._setup()
-        if isinstance(args, str):
-            raise TypeError("args must be a sequence of strings, not a string")
+        _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
+        _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
+        _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
+        if client_info is None:
+            client_info = ClientInfo()
+        _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
+        if capabilities is not None:
+            _check_type(
+                capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
+            )
+        _check_type(durable, bool, "durable", "a bool")
+        if agent_id is not None:
+            _check_type(agent_id, str, "agent_id", "a str or None")
+        if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
+            raise TypeError(
+                f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
+            )
         if session_state not in ("off", "lenient", "strict"):
             raise ValueError(
                 f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
             )
+        if interrupt not in ("raise", "cancel"):
+            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
         spawn = _spawn_args.convert(command, args, env, cwd)
         self._cwd = spawn.cwd
-        self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
+        self._mcp_servers = _mcp_list(mcp_servers, "mcp_servers")
         self._policy = permission_policy
         self._capabilities = capabilities
         self._sessions: dict[str, _S] = {}
         self._default: _S | None = None
         self._cancel_grace = float(cancel_grace)
-        self.agent_id = agent_id if agent_id is not None else os.path.basename(os.fspath(command))
+        self.agent_id = agent_id if agent_id is not None else os.path.basename(spawn.command)
         # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
         has = observer is not None
+        journal_epoch = _journal_epoch(observer) if has else None
+        if transport_epoch is None:
+            transport_epoch = 1 if journal_epoch is None else journal_epoch
         on_update = getattr(observer, "on_update", None) if has else None
         on_permission = getattr(observer, "on_permission", None) if has else None
         on_commit = getattr(observer, "on_permission_commit", None) if has else None
@@ -224,34 +354,48 @@ class _ClientBase(Generic[_S]):
                     return reply  # the core waits for it while reading goes on
                 return _observer_answer(reply)
 
-        self._core = _core.CoreClient(
-            _CoreOptions(
-                command=spawn.command,
-                args=spawn.args,
-                message_bytes=reader_limits.message_bytes,
-                transfer_limits=transfer_limits,
-                transport_epoch=transport_epoch,
-                cwd=self._cwd,
-                env=spawn.env,
-                client_info=(client_info.name, client_info.title, client_info.version),
-                mcp_servers=self._mcp_servers,
-                permission_policy=permission_policy,
-                on_update=on_update,
-                permission_preview=preview,
-                permission_commit=on_commit,
-                on_sent=getattr(observer, "on_sent", None) if has else None,
-                on_received=getattr(observer, "on_received", None) if has else None,
-                fold=None if session_state == "off" else self._fold,
-                stderr=stderr,
-                stderr_tail_bytes=stderr_tail_bytes,
-                agent_id=self.agent_id,
-                cancel_grace=self._cancel_grace,
-                capabilities=capability_tuple(capabilities),
-                on_activity=activity_callback(
-                    getattr(observer, "on_activity", None) if has else None
-                ),
+        try:
+            self._core = _core.CoreClient(
+                _CoreOptions(
+                    command=spawn.command,
+                    args=spawn.args,
+                    message_bytes=reader_limits.message_bytes,
+                    transfer_limits=transfer_limits,
+                    transport_epoch=transport_epoch,
+                    cwd=self._cwd,
+                    env=spawn.env,
+                    client_info=(client_info.name, client_info.title, client_info.version),
+                    mcp_servers=self._mcp_servers,
+                    permission_policy=permission_policy,
+                    on_update=on_update,
+                    permission_preview=preview,
+                    permission_commit=on_commit,
+                    on_sent=getattr(observer, "on_sent", None) if has else None,
+                    on_received=getattr(observer, "on_received", None) if has else None,
+                    fold=None if session_state == "off" else self._fold,
+                    stderr=stderr,
+                    stderr_tail_bytes=stderr_tail_bytes,
+                    agent_id=self.agent_id,
+                    cancel_grace=self._cancel_grace,
+                    capabilities=capability_tuple(capabilities),
+                    on_activity=activity_callback(
+                        getattr(observer, "on_activity", None) if has else None
+                    ),
+                    durable=durable,
+                )
             )
-        )
+        except (FileNotFoundError, NotADirectoryError) as error:
+            # The spawn's error names the program even when the directory is what is missing.
+            if self._cwd is not None and not os.path.isdir(self._cwd):
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    "the agent's cwd does not exist or is not a directory",
+                    self._cwd,
+                ) from error
+            raise
+        if journal_epoch is not None:
+            # The journal stamps its other records (sent lines, decisions) with this epoch.
+            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
         with _live_lock:
             _live_clients.add(self)
 
@@ -305,8 +449,12 @@ class _ClientBase(Generic[_S]):
         if self._core is not None and self._capabilities is not None:
             self._core.host_forget(session.session_id)
 
-    def _connect_error(self, error: AgentProtocolError) -> ConnectError:
+    def _connect_error(self, error: AgentProtocolError | AgentTransportFailed) -> ConnectError:
         text = str(error)
+        if not isinstance(error, AgentProtocolError):
+            # The agent exited before it read `initialize`: the same failure as its output
+            # ending, so the same class whatever `stderr=` is (first-use.md §1).
+            return ConnectError(f"the agent exited during start(): {text}", agent_id=self.agent_id)
         if error.code == -32000:
             methods = ", ".join(m.id for m in self.initialize.auth_methods) or "none offered"
             text += (
@@ -348,7 +496,9 @@ class _ClientBase(Generic[_S]):
         return tuple(model.SessionInfo.from_json(json.loads(item), strict=False) for item in raw)
 
     def request_cancel(self) -> None:
-        """SIGTERM then SIGKILL to the agent's whole process group; returns at once."""
+        """Sends SIGTERM, then SIGKILL, to the agent's whole process group; returns at once.
+        Any thread. The call in flight then fails as the agent's output ends; `close()` is
+        still needed to reap the agent and release the client."""
         self._live.request_cancel()
 
     def close(self, *, grace: float = 0.0) -> None:
@@ -364,18 +514,25 @@ class _ClientBase(Generic[_S]):
 
     @property
     def permission_policy(self) -> PermissionPolicy:
+        """The `PermissionPolicy` later permission requests are decided by; assign a new one
+        to change it (between calls; TypeError for anything but a `PermissionPolicy`)."""
         return self._policy
 
     @permission_policy.setter
     def permission_policy(self, policy: PermissionPolicy) -> None:
+        _check_type(policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
         self._live.set_policy(policy)
         self._policy = policy
 
     def stderr_tail(self) -> str:
-        """The last `stderr_tail_bytes` of the agent's stderr ("" unless ``stderr="tail"``)."""
+        """The last ``stderr_tail_bytes`` of the agent's stderr, decoded leniently ("" unless
+        ``stderr="tail"``, the default). Agent text: escape it before printing it to a
+        terminal (``acp_fast._text.printable``)."""
         return self._live.stderr_tail()
 
     def reader_status(self) -> ReaderStatus:
+        """A snapshot of the line reader (`ReaderStatus`): its limit, buffer, longest line
+        seen, rejected lines and whether reading has stopped."""
         return ReaderStatus(*self._live.reader_status())
 
     @property
@@ -385,6 +542,7 @@ class _ClientBase(Generic[_S]):
 
     @property
     def initialize(self) -> Initialize:
+        """The agent's answer to ``initialize`` (`Initialize`); empty before `start`."""
         info = self._live.initialize_info()
         if info is None:
             return Initialize()
@@ -416,18 +574,24 @@ class _ClientBase(Generic[_S]):
 
     @property
     def session_id(self) -> str | None:
+        """The default session's id (None before one is open)."""
         return None if self._default is None else self._default.session_id
 
     @property
     def pid(self) -> int | None:
+        """The agent's process id (also its process group's); None once the client is
+        closed."""
         return self._live.pid
 
     @property
     def next_update_sequence(self) -> int:
+        """The ``update_sequence`` the next update will get (updates are numbered from 1)."""
         return self._live.next_update_sequence
 
     @property
     def default_session(self) -> _S | None:
+        """The first session opened (by `start` or a ``new_session``/``load_session``), which
+        the client's own ``prompt`` calls use; None before."""
         return self._default
 
     @property
@@ -436,15 +600,36 @@ class _ClientBase(Generic[_S]):
         return tuple(s for s in self._sessions.values() if not s.closed)
 
     def session(self, session_id: str) -> _S:
+        """The open session with this id; KeyError when none is open."""
         session = self._sessions.get(session_id)
         if session is None or session.closed:
             raise KeyError(session_id)
         return session
 
+    def _check_usable(self) -> None:
+        """RuntimeError for a call on a closed client (a mistake of the caller, not the
+        agent's: not `AgentProtocolError`)."""
+        core = self._core
+        if core is None or core.closed:
+            raise RuntimeError("the client is closed: close() was called; make a new client")
+
     def _default_session(self) -> _S:
+        self._check_usable()
         if self._default is None or self._default.closed:
-            raise AgentProtocolError("no session is open: call start() before sending a prompt")
+            if self._default is None and self._live.initialize_info() is None:
+                raise RuntimeError("the client is not started: call start() first")
+            raise RuntimeError(
+                "no session is open: the default session was closed or start(new_session="
+                "False) opened none; call new_session() or use a Session's prompt()"
+            )
         return self._default
+
+    def _turn_interrupt(self, interrupt: str | None) -> str:
+        if interrupt is None:
+            return self._interrupt
+        if interrupt not in ("raise", "cancel"):
+            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        return interrupt
 
     def _session_args(
         self,
@@ -469,17 +654,24 @@ class _ClientBase(Generic[_S]):
 class Client(_ClientBase[Session]):
     """One agent process: one ``initialize``, any number of sessions.
 
-    The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
-    bytes) and starts the agent in a session of its own; `start` opens the conversation and, by
-    default, the default session. Calls run one at a time; `request_cancel`, `close` and
-    `Session.cancel` may be called from any thread.
+    ```python
+    import acp_fast as acp
 
-    ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
-    drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
-    `stderr_tail()` and appended to the `AgentProtocolError` raised when the agent's output ends.
+    with acp.Client(*acp.demo_agent_command()) as client:   # or acp.Client("gemini", ["--acp"])
+        client.start()
+        print(client.prompt("What does this repo do?"))
+    ```
+
+    The constructor validates the options, allocates the reader's buffer
+    (``message_bytes + 1`` bytes) and starts the agent in a process group of its own; `start`
+    opens the conversation and, by default, the default session. Every option has a default
+    but ``command``; see ``__init__`` for each. Calls run one at a time; `request_cancel`,
+    `close` and `Session.cancel` may be called from any thread. Calls before `start` or
+    after `close` raise `RuntimeError`; `AgentProtocolError` means the agent misbehaved.
 
     A client belongs to the process that made it: after ``os.fork()`` the child cannot use it
     (calls raise `AgentProtocolError`, `close()` does nothing), and the parent's is unaffected.
+    Interpreter exit (and, through a guard process, any death of the host) stops every agent.
     """
 
     def _make_session(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
@@ -490,14 +682,15 @@ class Client(_ClientBase[Session]):
     def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
         """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
         the default session. Handshake failures raise `ConnectError`."""
+        self._check_usable()
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
             session_id = self._live.start(cwd, new_session, timeout)
-        except AgentProtocolError as error:
+        except (AgentProtocolError, AgentTransportFailed) as error:
             if not _connect_failure(error):
                 raise
             failure = self._connect_error(error)
-            if error.code != -32000 and not self._live.stopped:
+            if failure.code != -32000 and not self._live.stopped:
                 # Only "authentication required" leaves a usable client (design §6).
                 self._live.stop(
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
@@ -573,6 +766,7 @@ class Client(_ClientBase[Session]):
         self._live.authenticate(method_id)
 
     def logout(self) -> None:
+        """``logout`` (needs the agent's ``auth.logout`` capability)."""
         self._live.logout()
 
     def drain(self, timeout: float = 0.0) -> int:
@@ -581,18 +775,32 @@ class Client(_ClientBase[Session]):
         return self._live.drain(timeout)
 
     def prompt(self, text: str, *, timeout: float | None = None) -> str:
-        """Sends one text prompt to the default session and returns the reply text."""
+        """Sends one text prompt to the default session and returns the reply text.
+
+        Args:
+            text: The prompt (a str).
+            timeout: Seconds the turn may take (> 0); then it is cancelled and `TurnTimeout`
+                raised. None: no limit.
+        """
         return self.prompt_detailed(text, timeout=timeout).response
 
     def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
-        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
+        """Sends one text prompt to the default session; returns the reply, the stop reason
+        and any overflow record (`PromptResult`). Arguments as `prompt`."""
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
+                "use prompt_content() or Session.prompt()"
+            )
         return self.prompt_content([Text(text)], timeout=timeout)
 
     def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
     ) -> PromptResult:
-        """Sends one prompt of content blocks, in order, to the default session (ungated, as
-        in wave 1)."""
+        """Sends one prompt of content blocks (`Text`, `Image`, `Audio`, `TextResource`,
+        `BlobResource`, `ResourceLink` or typed ``acp_fast.model`` blocks), in order, to the
+        default session; the agent's prompt capabilities are not checked here (they are by
+        `Session.prompt`). Returns a `PromptResult`."""
         session = self._default_session()
         turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
         return PromptResult(turn.response, turn.stop_reason, turn.overflow)
@@ -604,11 +812,17 @@ class Client(_ClientBase[Session]):
         timeout: float | None,
         gated: bool,
         typed: bool = True,
+        interrupt: str = "raise",
     ) -> TurnResult:
-        status, payload = self._live.prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
-        return self._turn_result(session.session_id, status, payload, timeout, typed)
+        tuples = content_tuples(blocks, content_tuple)
+        core = self._live
+        session_id = session.session_id
+        if interrupt == "cancel":
+            with _interrupt.cancelling(lambda: core.cancel(session_id)):
+                status, payload = core.prompt(session_id, tuples, timeout, gated)
+        else:
+            status, payload = core.prompt(session_id, tuples, timeout, gated)
+        return self._turn_result(session_id, status, payload, timeout, typed)
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``
