@@ -365,11 +365,14 @@ class AsyncClient(_ClientBase[AsyncSession]):
             loop.remove_writer(stdin)
             self._writing = False
         if flags & _STOPPED and self._stop_error is None:
-            self._stop_error = AgentProtocolError(
+            stop_error = AgentProtocolError(
                 "the client stopped (a callback raised or the observer lacks one; see the "
                 "error the pending call raised); only close() is accepted"
             )
-            self._end_subscriptions(None, self._stop_error)
+            # What stopped it, as every other "the client stopped" error has (async.md §3).
+            stop_error.__cause__ = self._live.stop_cause
+            self._stop_error = stop_error
+            self._end_subscriptions(None, stop_error)
         if flags & (_ENDED | _PAUSED):
             if self._reading:
                 loop.remove_reader(stdout)
@@ -630,6 +633,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
     async def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
     ) -> PromptResult:
+        """As `Client.prompt_content`."""
+        self._bind()  # a call from another loop says so, before anything else
         session = self._default_session()
         turn = await session._turn(blocks, timeout=timeout, gated=False, typed=False)
         return PromptResult(turn.response, turn.stop_reason, turn.overflow)

@@ -152,6 +152,14 @@ def mcp_tuple(server: Any) -> tuple[Any, ...]:
     if isinstance(server, model.McpServerStdio):
         env = [(e.name, e.value) for e in server.env]
         return ("stdio", server.name, server.command, list(server.args), env)
+    # Any object shaped like one (``type`` "http"/"sse" with a url, or a stdio command).
+    shape = getattr(server, "type", None)
+    if shape in ("http", "sse") and hasattr(server, "url"):
+        headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
+        return (shape, server.name, server.url, headers)
+    if hasattr(server, "command") and hasattr(server, "name"):
+        env = [(e.name, e.value) for e in getattr(server, "env", ()) or ()]
+        return ("stdio", server.name, server.command, list(getattr(server, "args", ())), env)
     raise TypeError(
         "mcp_servers must hold acp_fast.McpServer or acp_fast.model.McpServerStdio, "
         f"McpServerHttp or McpServerSse items (got {type(server).__name__})"
@@ -244,8 +252,8 @@ class _ClientBase(Generic[_S]):
             transport_epoch: A number above zero stamped on every `Update`, so that
                 (epoch, sequence) names an update across runs. Default: when ``observer``
                 is a journal (`acp_fast.journal`), one more than the highest epoch it holds
-                (appended runs never collide), else 1. A journal observer's own
-                ``transport_epoch`` is set to the client's.
+                (appended runs never collide; the journal's own ``transport_epoch``, which
+                stamps its other records, is then set to it), else 1.
             cwd: The agent's working directory and the default session's cwd. Default: the
                 host's current directory. A missing directory raises `FileNotFoundError`
                 naming it.
@@ -334,6 +342,7 @@ class _ClientBase(Generic[_S]):
         # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
         has = observer is not None
         journal_epoch = _journal_epoch(observer) if has else None
+        defaulted = transport_epoch is None
         if transport_epoch is None:
             transport_epoch = 1 if journal_epoch is None else journal_epoch
         on_update = getattr(observer, "on_update", None) if has else None
@@ -393,8 +402,9 @@ class _ClientBase(Generic[_S]):
                     self._cwd,
                 ) from error
             raise
-        if journal_epoch is not None:
-            # The journal stamps its other records (sent lines, decisions) with this epoch.
+        if defaulted and journal_epoch is not None:
+            # The journal stamps its other records (sent lines, decisions) with this epoch
+            # (an epoch given by the caller leaves the journal as the caller set it up).
             observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
         with _live_lock:
             _live_clients.add(self)

@@ -52,7 +52,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
     """While the body runs (a turn), the first Ctrl-C calls `cancel` instead of raising."""
-    global _previous
+    global _previous, _last_cancel
     if threading.current_thread() is not threading.main_thread() or (
         not _active and signal.getsignal(signal.SIGINT) is None
     ):
@@ -63,6 +63,8 @@ def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
     while token in _active:  # distinct tokens even for equal bound methods
         token += 1
     if not _active:
+        # A Ctrl-C that cancelled an earlier turn is not the first of two for this one.
+        _last_cancel = -SECOND_WITHIN - 1.0
         current = signal.getsignal(signal.SIGINT)
         if current is not _handler:
             _previous = current

@@ -469,6 +469,14 @@ class ClientActivity:
 
 @dataclass(frozen=True)
 class PermissionOption:
+    """One option the agent offers in a permission request.
+
+    Args:
+        option_id: The option's id, sent back when it is chosen.
+        name: Its label for a person.
+        kind: "allow_once", "allow_always", "reject_once" or "reject_always" (as sent).
+    """
+
     option_id: str
     name: str
     kind: str
@@ -536,6 +544,14 @@ class Overflow:
 
 @dataclass(frozen=True)
 class PromptResult:
+    """What a prompt returned.
+
+    Args:
+        response: The reply text (the agent message chunks of the turn, joined).
+        stop_reason: Why the turn ended, as the agent said ("end_turn", "cancelled" ...).
+        overflow: Set when the reply stopped at a `TransferLimits` cap (`Overflow`).
+    """
+
     response: str
     stop_reason: str
     overflow: Overflow | None
@@ -570,6 +586,15 @@ class ReaderStatus:
 
 @dataclass(frozen=True)
 class AuthMethod:
+    """One way to authenticate that the agent offers in ``initialize``.
+
+    Args:
+        id: The id to pass to ``authenticate``.
+        name: Its label.
+        description: What it does ("" when not given).
+        type: "terminal", another string as sent (e.g. "env_var"), "" for agent methods.
+    """
+
     id: str
     name: str
     description: str
@@ -595,6 +620,8 @@ class Initialize:
 
 @dataclass(frozen=True)
 class Mode:
+    """A session mode the agent offers (its ``id``, ``name`` and ``description``)."""
+
     id: str
     name: str
     description: str
@@ -602,12 +629,16 @@ class Mode:
 
 @dataclass(frozen=True)
 class Modes:
+    """A session's current mode id and the modes it offers ("" and () when none)."""
+
     current: str = ""
     available: tuple[Mode, ...] = ()
 
 
 @dataclass(frozen=True)
 class ModelOption:
+    """A model the agent offers for a session (its ``id``, ``name`` and ``description``)."""
+
     id: str
     name: str
     description: str
@@ -627,11 +658,21 @@ class Models:
 
 @dataclass(frozen=True)
 class Text:
+    """A text content block of a prompt."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class Image:
+    """An image content block (needs the agent's ``promptCapabilities.image``).
+
+    Args:
+        mime_type: e.g. "image/png".
+        data: The image, base64-encoded.
+        uri: Where it came from (optional).
+    """
+
     mime_type: str
     data: str
     uri: str = ""
@@ -639,6 +680,14 @@ class Image:
 
 @dataclass(frozen=True)
 class Audio:
+    """An audio content block (needs the agent's ``promptCapabilities.audio``).
+
+    Args:
+        mime_type: e.g. "audio/wav".
+        data: The audio, base64-encoded.
+        uri: Where it came from (optional).
+    """
+
     mime_type: str
     data: str
     uri: str = ""
@@ -646,6 +695,9 @@ class Audio:
 
 @dataclass(frozen=True)
 class TextResource:
+    """An embedded text resource (needs ``promptCapabilities.embeddedContext``): a file's
+    ``uri`` and its ``text``, with an optional ``mime_type``."""
+
     uri: str
     text: str
     mime_type: str = ""
@@ -653,6 +705,9 @@ class TextResource:
 
 @dataclass(frozen=True)
 class BlobResource:
+    """An embedded binary resource (needs ``promptCapabilities.embeddedContext``): its
+    ``uri`` and ``blob`` (base64), with an optional ``mime_type``."""
+
     uri: str
     blob: str
     mime_type: str = ""
@@ -660,6 +715,9 @@ class BlobResource:
 
 @dataclass(frozen=True)
 class ResourceLink:
+    """A link to a resource the agent may fetch itself: ``uri`` and ``name``, optionally
+    ``mime_type``, ``title``, ``description`` and ``size`` in bytes."""
+
     uri: str
     name: str
     mime_type: str = ""

@@ -652,6 +652,15 @@ impl CoreClient {
         )))
     }
 
+    /// The exception that stopped the client (a callback's, a failed start()'s), if any: the
+    /// `__cause__` of the "the client stopped" errors (async.md §3).
+    #[getter]
+    fn stop_cause(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        lock(&self.shared.stop_cause)
+            .as_ref()
+            .map(|cause| cause.clone_ref(py))
+    }
+
     /// Whether a stop (a callback raised, Ctrl-C, a start() timeout) ended the client.
     #[getter]
     fn stopped(&self) -> bool {

@@ -501,7 +501,11 @@ impl<'py, 'c> Run<'py, 'c> {
                     "the client stopped after {}; only close() is accepted (and request_cancel())",
                     error.description()
                 ));
-                error.into()
+                // The cause of every later "the client stopped" error (async.md §3).
+                let error = crate::errors::to_pyerr(self.py, error);
+                *crate::client::lock(&self.shared.stop_cause) =
+                    Some(error.value(self.py).clone().into_any().unbind());
+                CallError::Python(error)
             }
             Fail::Other(error) => error,
         }
