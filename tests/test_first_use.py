@@ -691,3 +691,76 @@ def test_every_public_name_has_a_docstring() -> None:
 def test_dataclass_replace_keeps_validation() -> None:
     with pytest.raises(acp.InvalidLimits):
         dataclasses.replace(acp.DEFAULT_TRANSFER_LIMITS, request_bytes=0)
+
+
+# --- attacks -------------------------------------------------------------------------------------
+
+
+def test_a_stderr_flood_before_exiting_stays_bounded_in_the_error() -> None:
+    """10 MiB on stderr, then exit during start(): the ConnectError carries the last
+    ``stderr_tail_bytes`` only."""
+    script = "head -c 10485760 /dev/zero | tr '\\0' 'x' >&2; echo 'the last line' >&2; exit 7"
+    with sh_client(script) as client:
+        with pytest.raises(acp.ConnectError) as caught:
+            client.start()
+    message = str(caught.value)
+    assert "the last line" in message
+    assert "exited with status 7" in message
+    assert len(message) < 64 * 1024 + 1024
+
+
+def test_the_sigint_handler_is_put_back_when_a_turn_fails(
+    clients: list[acp.Client], tmp_path: Path
+) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    # The agent answers the prompt with an error: the turn raises.
+    error = with_id('{"jsonrpc":"2.0","id":@ID@,"error":{"code":-32603,"message":"boom"}}')
+    client = sh_client(agent(None, f"{GET_ID}; {error}"), interrupt="cancel")
+    clients.append(client)
+    client.start()
+    with pytest.raises(acp.AgentProtocolError, match="boom"):
+        client.prompt("x")
+    assert signal.getsignal(signal.SIGINT) is before
+    # A timed-out turn likewise.
+    slow = sh_client(agent(None, "sleep 5"), interrupt="cancel", cancel_grace=0.2)
+    clients.append(slow)
+    slow.start()
+    with pytest.raises(acp.TurnTimeout):
+        slow.default_session.prompt("x", timeout=0.2)  # type: ignore[union-attr]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_interrupt_cancel_off_the_main_thread_leaves_signals_alone(
+    clients: list[acp.Client], tmp_path: Path
+) -> None:
+    import threading
+
+    seen: list[Any] = []
+
+    class Watch:
+        def on_update(self, update: acp.Update) -> None:
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    before = signal.getsignal(signal.SIGINT)
+    client = sh_client(
+        agent(None, emit(chunk_line("a"), stop_line(2))), observer=Watch(), interrupt="cancel"
+    )
+    clients.append(client)
+    client.start()
+    replies: list[str] = []
+    worker = threading.Thread(target=lambda: replies.append(client.prompt("x")))
+    worker.start()
+    worker.join(10)
+    assert replies == ["a"]
+    assert seen == [before]  # no handler was installed for a turn on another thread
+
+
+def test_a_journal_at_the_last_epoch_is_refused_clearly(tmp_path: Path) -> None:
+    from acp_fast import journal as journal_module
+
+    with journal_module.open_journal(tmp_path / "j.jsonl", "never") as journal:
+        journal.transport_epoch = 2**64 - 1
+        with pytest.raises(acp.InvalidLimits, match="no later epoch exists"):
+            sh_client("exit 0", observer=journal)
+        # An explicit epoch is still accepted.
+        sh_client("exit 0", observer=journal, transport_epoch=1).close()

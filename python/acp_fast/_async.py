@@ -245,9 +245,24 @@ class Updates:
 
 
 class AsyncClient(_ClientBase[AsyncSession]):
-    """`Client` for asyncio: the same options, semantics and errors; every call that talks to
-    the agent is a coroutine. `cancel()`, `request_cancel()` and `close()` are plain methods,
-    callable from any thread. The client binds to the running loop at its first awaited call.
+    """`Client` for asyncio: the same options (see ``__init__``), semantics and errors; every
+    call that talks to the agent is a coroutine.
+
+    ```python
+    import asyncio
+    import acp_fast as acp
+
+    async def main() -> None:
+        async with acp.AsyncClient(*acp.demo_agent_command()) as client:
+            await client.start()
+            print(await client.prompt("What does this repo do?"))
+
+    asyncio.run(main())
+    ```
+
+    ``async with`` (or ``await aclose()``) stops the agent; `close()` and `request_cancel()`
+    are plain methods, callable from any thread, and `Session.cancel` likewise. The client
+    binds to the running loop at its first awaited call and starts no thread of its own.
     """
 
     _asynchronous = True
@@ -616,10 +631,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
             session._mark_closed()
 
     async def authenticate(self, method_id: str) -> None:
+        """``authenticate`` with one of ``initialize.auth_methods``."""
         self._bind()
         await self._call(self._live.aio_begin_authenticate(method_id))
 
     async def logout(self) -> None:
+        """``logout`` (needs the agent's ``auth.logout`` capability)."""
         self._bind()
         await self._call(self._live.aio_begin_logout())
 
@@ -628,6 +645,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
         return (await self.prompt_detailed(text, timeout=timeout)).response
 
     async def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
+        """As `Client.prompt_detailed`."""
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
+                "use prompt_content() or AsyncSession.prompt()"
+            )
         return await self.prompt_content([Text(text)], timeout=timeout)
 
     async def prompt_content(

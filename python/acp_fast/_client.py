@@ -16,7 +16,13 @@ from typing import Any, Generic, Literal, TypeVar
 
 from . import _core, _interrupt, _shutdown, _spawn_args
 from ._core import Update
-from ._errors import AgentProtocolError, AgentTransportFailed, ConnectError, TurnTimeout
+from ._errors import (
+    AgentProtocolError,
+    AgentTransportFailed,
+    ConnectError,
+    InvalidLimits,
+    TurnTimeout,
+)
 from ._host import activity_callback, capability_tuple
 from ._session import Session, _SessionBase, content_tuples, turn_result
 from ._types import (
@@ -190,7 +196,13 @@ def _journal_epoch(observer: object) -> int | None:
         observer.transport_epoch or 0,
         getattr(writer, "last_epoch", 0) or 0,
     ]
-    return max(seen) + 1
+    epoch = max(seen) + 1
+    if epoch > 2**64 - 1:  # a journal file is input: its epochs may be anything
+        raise InvalidLimits(
+            f"the journal {getattr(observer, 'path', '')!r} already holds epoch 2**64 - 1, so "
+            "no later epoch exists: pass transport_epoch= yourself or start a new journal"
+        )
+    return epoch
 
 
 def _connect_failure(error: AgentProtocolError | AgentTransportFailed) -> bool:
@@ -341,9 +353,9 @@ class _ClientBase(Generic[_S]):
         self.agent_id = agent_id if agent_id is not None else os.path.basename(spawn.command)
         # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
         has = observer is not None
-        journal_epoch = _journal_epoch(observer) if has else None
-        defaulted = transport_epoch is None
+        journal_epoch = None
         if transport_epoch is None:
+            journal_epoch = _journal_epoch(observer) if has else None
             transport_epoch = 1 if journal_epoch is None else journal_epoch
         on_update = getattr(observer, "on_update", None) if has else None
         on_permission = getattr(observer, "on_permission", None) if has else None
@@ -402,7 +414,7 @@ class _ClientBase(Generic[_S]):
                     self._cwd,
                 ) from error
             raise
-        if defaulted and journal_epoch is not None:
+        if journal_epoch is not None:
             # The journal stamps its other records (sent lines, decisions) with this epoch
             # (an epoch given by the caller leaves the journal as the caller set it up).
             observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
@@ -690,8 +702,21 @@ class Client(_ClientBase[Session]):
     # --- calls ---------------------------------------------------------------------------
 
     def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
-        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
-        the default session. Handshake failures raise `ConnectError`."""
+        """Sends ``initialize`` (protocol version 1), then ``session/new`` in the client's
+        ``cwd``, which becomes the default session.
+
+        Args:
+            new_session: False: only ``initialize`` (then, say, `authenticate` and
+                `new_session`).
+            timeout: Seconds the handshake may take (> 0); then the agent is stopped and
+                `ConnectError` raised. None: no limit.
+
+        Raises:
+            ConnectError: the handshake failed: an error answer, another protocol version,
+                the agent exiting (its stderr tail in the message), the timeout; -32000
+                "authentication required" leaves the client usable.
+            RuntimeError: the client is closed or was already started.
+        """
         self._check_usable()
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
@@ -717,7 +742,15 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Opens a session (`session/new`); the first one opened becomes the default."""
+        """Opens a session (``session/new``); the first one opened becomes the default.
+
+        Args:
+            cwd: The session's directory (absolute once resolved). Default: the client's.
+            mcp_servers: MCP servers for this session (as the client's ``mcp_servers``).
+                None: the client's.
+            additional_directories: Extra absolute directories the session may use (needs
+                the agent's ``sessionCapabilities.additionalDirectories``).
+        """
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         session_id = self._live.new_session(path, servers, list(directories))
         return self._opened(session_id, path, directories)
@@ -730,8 +763,15 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Loads a session (`session/load`): every update the agent replays is numbered,
-        delivered and routed to it before this returns."""
+        """Loads a session (``session/load``, needs ``loadSession``): every update the agent
+        replays is numbered, delivered and routed to it before this returns.
+
+        Args:
+            session_id: The session to load (from `list_sessions` or an earlier run).
+            cwd: As for `new_session`.
+            mcp_servers: As for `new_session`.
+            additional_directories: As for `new_session`.
+        """
         return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
 
     def resume_session(
@@ -742,7 +782,8 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Resumes a session (`session/resume`): the agent replays nothing."""
+        """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
+        `load_session`."""
         return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
 
     def _load(
@@ -760,7 +801,8 @@ class Client(_ClientBase[Session]):
         return self._opened(session_id, path, directories)
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
-        """Every session the agent lists (all pages, in its order)."""
+        """Every session the agent lists (``session/list``, all pages, in its order), as
+        ``acp_fast.model.SessionInfo``; ``cwd`` keeps those of one directory."""
         path = None if cwd is None else os.path.abspath(os.fspath(cwd))
         return self._list_result(self._live.list_sessions(path))
 
