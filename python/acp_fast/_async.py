@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from . import _interrupt, _spawn_args
-from ._client import _ClientBase, _connect_failure, _observer_answer, content_tuple
+from ._client import _ClientBase
 from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed
+from ._options import _connect_failure, _observer_answer, content_tuple
 from ._session import _decode_list, _SessionBase, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 

@@ -14,7 +14,8 @@ from typing import Any
 import acp_fast as acp
 import pytest
 from conftest import Journal, agent, chunk_line, emit, is_dead, stop_line, wait_dead
-from test_first_use import EXITS, Interrupter, cancel_agent
+from test_first_use import EXITS
+from test_interrupt import Interrupter, cancel_agent
 
 from aio.test_async import MakeAsync, make_async, run  # noqa: F401 - the fixture
 
