@@ -758,8 +758,13 @@ class AsyncClient(_ClientBase[AsyncSession]):
         if core is None:
             return
         if grace > 0 and not core.closed:
+            running = asyncio.get_running_loop()
+            if self._loop is not None and self._loop is not running:
+                # Bound to another loop: close() hands the fds over to that loop itself.
+                await running.run_in_executor(None, lambda: self.close(grace=grace))
+                return
             self._detach()  # the fds close under the wait: stop watching them first
-            await asyncio.get_running_loop().run_in_executor(None, core.close, grace)
+            await running.run_in_executor(None, core.close, grace)
         self.close()
         await asyncio.sleep(0)  # the awaiting tasks see their errors before this returns
 

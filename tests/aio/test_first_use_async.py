@@ -204,3 +204,23 @@ def test_ctrl_c_cancels_an_async_turn_first(tmp_path: Path) -> None:
     assert quick.stop_reason == "end_turn"
     assert sum('"method":"session/cancel"' in line for line in log.read_text().splitlines()) == 1
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_aclose_with_grace_from_another_loop() -> None:
+    """The client is bound to a loop on another thread: aclose() hands the close to it."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    try:
+        client = acp.AsyncClient(*acp.demo_agent_command())
+        asyncio.run_coroutine_threadsafe(client.start(), loop).result(10)
+        pid = client.pid
+        turn = asyncio.run_coroutine_threadsafe(client.prompt("hi"), loop).result(10)
+        assert turn == "Hello! You said: hi."
+        asyncio.run(client.aclose(grace=2.0))
+        assert pid is not None and wait_dead(pid, timeout=5.0)
+        assert client.pid is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
