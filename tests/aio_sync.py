@@ -61,7 +61,7 @@ class SyncOverAsync:
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         if self._loop.is_closed():
             coroutine.close()
-            raise acp.AgentProtocolError("the client is closed")
+            raise RuntimeError("the client is closed")
         return self._loop.run_until_complete(coroutine)
 
     def _view(self, session: acp.AsyncSession | None) -> SyncSession | None:

@@ -37,7 +37,7 @@ TEST_TRANSFER_LIMITS = acp.TransferLimits(
     update_count=1024,
     response_segment_count=1024,
 )
-TEST_CLIENT_INFO = acp.ClientInfo(name="acp-test", title="acp-test")
+TEST_CLIENT_INFO = acp.ClientInfo(name="acp-test", title="acp-test", version="1.0.0")
 
 # The answers most fake agents give to `initialize` and `session/new` (the seed's).
 INIT_RESULT = (

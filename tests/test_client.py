@@ -775,10 +775,25 @@ def test_update_observer_exception_propagates(make_client) -> None:
     ids=["none-update", "plain-object-update", "no-on-update", "none-permission", "no-commit"],
 )
 def test_missing_durable_observer(make_client, observer: Any, message: str) -> None:
-    client = make_client(agent(None, emit(message, stop_line(2))), observer=observer)
+    client = make_client(agent(None, emit(message, stop_line(2))), observer=observer, durable=True)
     client.start()
     with pytest.raises(acp.MissingDurableObserver):
         client.prompt("hello")
+
+
+@pytest.mark.parametrize(
+    "observer",
+    [None, object(), acp.Observer(on_permission_commit=lambda request: None)],
+    ids=["none", "plain-object", "no-on-update"],
+)
+def test_missing_callbacks_are_fine_without_durable(make_client, observer: Any) -> None:
+    client = make_client(
+        agent(None, emit(chunk_line("a"), permission_line(), stop_line(2))),
+        observer=observer,
+        durable=False,
+    )
+    client.start()
+    assert client.prompt("hello") == "a"
 
 
 # --- limits -------------------------------------------------------------------------------------
@@ -984,23 +999,28 @@ TRANSFER_FIELDS = [
 )
 def test_invalid_limits_before_any_process_starts(tmp_path: Path, field: str, value: int) -> None:
     marker = tmp_path / "started"
-    options: dict[str, Any] = {
-        "args": ["-c", f": > {sq(str(marker))}"],
-        "reader_limits": acp.DEFAULT_READER_LIMITS,
-        "transfer_limits": limits(),
-        "transport_epoch": 1,
-    }
-    if field == "transport_epoch":
-        options["transport_epoch"] = value
-    else:
-        options["transfer_limits"] = limits(**{field: value})
+
+    def options() -> dict[str, Any]:
+        made: dict[str, Any] = {
+            "args": ["-c", f": > {sq(str(marker))}"],
+            "reader_limits": acp.DEFAULT_READER_LIMITS,
+            "transfer_limits": limits(),
+            "transport_epoch": 1,
+        }
+        # An out-of-range limit is refused when the TransferLimits is made (first-use.md §1).
+        if field == "transport_epoch":
+            made["transport_epoch"] = value
+        else:
+            made["transfer_limits"] = limits(**{field: value})
+        return made
+
     with pytest.raises(acp.InvalidLimits) as caught:
-        acp.Client("/bin/sh", **options)
+        acp.Client("/bin/sh", **options())
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, acp.AcpError)
     assert field in str(caught.value)
     with pytest.raises(acp.InvalidLimits):
-        acp.Client("/does/not/exist", **options)
+        acp.Client("/does/not/exist", **options())
     time.sleep(0.3)
     assert not marker.exists(), "no agent may start when the limits are invalid"
 
@@ -1174,11 +1194,12 @@ def test_prompt_returns_text(make_client) -> None:
 def test_prompt_before_start_raises(make_client, tmp_path: Path) -> None:
     log = tmp_path / "received.jsonl"
     client = make_client(agent(log, emit(stop_line(2))))
-    with pytest.raises(acp.AgentProtocolError):
+    # A usage error, not the agent's (first-use.md §1): RuntimeError saying what to do.
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
         client.prompt("hello")
-    with pytest.raises(acp.AgentProtocolError):
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
         client.prompt_detailed("hello")
-    with pytest.raises(acp.AgentProtocolError):
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
         client.prompt_content([acp.Text("hello")])
     time.sleep(0.2)
     assert read_lines(log) == []
@@ -1195,11 +1216,12 @@ def test_context_manager_and_idempotent_close(make_client) -> None:
     assert wait_dead(pid, timeout=1.0)
     client.close()
     client.close()
-    with pytest.raises(acp.AgentProtocolError):
+    # Calls after close() are the caller's mistake (first-use.md §1): RuntimeError.
+    with pytest.raises(RuntimeError, match="closed"):
         client.prompt("again")
-    with pytest.raises(acp.AcpError):
+    with pytest.raises(RuntimeError, match="closed"):
         client.prompt_detailed("again")
-    with pytest.raises(acp.AcpError):
+    with pytest.raises(RuntimeError, match="closed"):
         client.start()
     client.request_cancel()
 

@@ -234,7 +234,8 @@ def test_writes_structured_prompt_content(make_client, tmp_path: Path) -> None:
     initialize, session_new, prompt = lines
     assert initialize == (
         '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
-        '"clientCapabilities":{},"clientInfo":{"name":"acp","title":"acp","version":"1.0.0"}}}'
+        '"clientCapabilities":{},"clientInfo":{"name":"acp-fast","title":"acp-fast",'
+        f'"version":"{acp.__version__}"}}}}}}'
     )
     cwd = json.dumps(os.getcwd(), ensure_ascii=False)
     assert session_new == (

@@ -28,8 +28,11 @@ from ._errors import (
     UpdateCountCapacityExceeded,
 )
 from ._session import Session
+from ._spawn_args import demo_agent_command
 from ._types import (
     DEFAULT_READER_LIMITS,
+    DEFAULT_TRANSFER_LIMITS,
+    TOOL_KINDS,
     Audio,
     AuthMethod,
     BlobResource,
@@ -93,6 +96,8 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_READER_LIMITS",
+    "DEFAULT_TRANSFER_LIMITS",
+    "TOOL_KINDS",
     "AcpError",
     "AgentProtocolError",
     "AgentTransportFailed",
@@ -148,4 +153,5 @@ __all__ = [
     "UpdateKind",
     "Updates",
     "__version__",
+    "demo_agent_command",
 ]

@@ -16,12 +16,13 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
-from . import _spawn_args
-from ._client import _ClientBase, _connect_failure, _observer_answer, content_tuple
+from . import _interrupt, _spawn_args
+from ._client import _ClientBase
 from ._core import Update
-from ._errors import AgentProtocolError
+from ._errors import AgentProtocolError, AgentTransportFailed
+from ._options import _connect_failure, _observer_answer, content_tuple
 from ._session import _decode_list, _SessionBase, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
@@ -43,11 +44,17 @@ class AsyncSession(_SessionBase):
     _client: AsyncClient
 
     async def prompt(
-        self, content: str | Iterable[Any], *, timeout: float | None = None
+        self,
+        content: str | Iterable[Any],
+        *,
+        timeout: float | None = None,
+        interrupt: Literal["raise", "cancel"] | None = None,
     ) -> TurnResult:
-        """One turn (see `Session.prompt`). Cancelling the awaiting task cancels the turn
-        (`session/cancel`) and waits up to ``cancel_grace`` for it to end."""
-        return await self._turn(content, timeout=timeout, gated=True)
+        """One turn; arguments and result as `Session.prompt`. Cancelling the awaiting task
+        cancels the turn (``session/cancel``), waits up to ``cancel_grace`` for it to end,
+        then raises `asyncio.CancelledError`. With ``interrupt="cancel"`` and the loop on the
+        main thread, the first Ctrl-C cancels the turn and the call returns its result."""
+        return await self._turn(content, timeout=timeout, gated=True, interrupt=interrupt)
 
     async def _turn(
         self,
@@ -56,11 +63,15 @@ class AsyncSession(_SessionBase):
         timeout: float | None,
         gated: bool,
         typed: bool = True,
+        interrupt: str | None = None,
     ) -> TurnResult:
         self._check_turn(timeout)
-        return await self._client._run_turn(self, content, timeout, gated, typed)
+        client = self._client
+        mode = client._turn_interrupt(interrupt)
+        return await client._run_turn(self, content, timeout, gated, typed, mode)
 
     async def set_mode(self, mode_id: str) -> None:
+        """Switches the session's mode (``session/set_mode``) to one of `modes`."""
         self._check_open()
         client = self._client
         client._bind()
@@ -235,9 +246,24 @@ class Updates:
 
 
 class AsyncClient(_ClientBase[AsyncSession]):
-    """`Client` for asyncio: the same options, semantics and errors; every call that talks to
-    the agent is a coroutine. `cancel()`, `request_cancel()` and `close()` are plain methods,
-    callable from any thread. The client binds to the running loop at its first awaited call.
+    """`Client` for asyncio: the same options (see ``__init__``), semantics and errors; every
+    call that talks to the agent is a coroutine.
+
+    ```python
+    import asyncio
+    import acp_fast as acp
+
+    async def main() -> None:
+        async with acp.AsyncClient(*acp.demo_agent_command()) as client:
+            await client.start()
+            print(await client.prompt("What does this repo do?"))
+
+    asyncio.run(main())
+    ```
+
+    ``async with`` (or ``await aclose()``) stops the agent; `close()` and `request_cancel()`
+    are plain methods, callable from any thread, and `Session.cancel` likewise. The client
+    binds to the running loop at its first awaited call and starts no thread of its own.
     """
 
     _asynchronous = True
@@ -274,7 +300,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             )
         core = self._live
         if core.closed:
-            raise AgentProtocolError("the client is closed")
+            raise RuntimeError("the client is closed: close() was called; make a new client")
         self._fds = core.aio_attach()
         stdout, _stdin, waker, exit_fd = self._fds
         self._loop = loop
@@ -355,11 +381,14 @@ class AsyncClient(_ClientBase[AsyncSession]):
             loop.remove_writer(stdin)
             self._writing = False
         if flags & _STOPPED and self._stop_error is None:
-            self._stop_error = AgentProtocolError(
+            stop_error = AgentProtocolError(
                 "the client stopped (a callback raised or the observer lacks one; see the "
                 "error the pending call raised); only close() is accepted"
             )
-            self._end_subscriptions(None, self._stop_error)
+            # What stopped it, as every other "the client stopped" error has (async.md §3).
+            stop_error.__cause__ = self._live.stop_cause
+            self._stop_error = stop_error
+            self._end_subscriptions(None, stop_error)
         if flags & (_ENDED | _PAUSED):
             if self._reading:
                 loop.remove_reader(stdout)
@@ -513,8 +542,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 error = AgentProtocolError(reason)
                 error._acp_handshake = True  # type: ignore[attr-defined]
                 raise error from None
-            except AgentProtocolError as error:
-                error._acp_handshake = True  # type: ignore[attr-defined]
+            except (AgentProtocolError, AgentTransportFailed) as error:
+                error._acp_handshake = True  # type: ignore[union-attr]
                 raise
 
         try:
@@ -522,11 +551,11 @@ class AsyncClient(_ClientBase[AsyncSession]):
             session_id = None
             if new_session:
                 session_id = await step(core.aio_begin_new_session(cwd, None, []))
-        except AgentProtocolError as error:
+        except (AgentProtocolError, AgentTransportFailed) as error:
             if not _connect_failure(error):
                 raise
             failure = self._connect_error(error)
-            if error.code != -32000 and not core.stopped:
+            if failure.code != -32000 and not core.stopped:
                 core.stop(
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
                     failure,
@@ -603,10 +632,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
             session._mark_closed()
 
     async def authenticate(self, method_id: str) -> None:
+        """``authenticate`` with one of ``initialize.auth_methods``."""
         self._bind()
         await self._call(self._live.aio_begin_authenticate(method_id))
 
     async def logout(self) -> None:
+        """``logout`` (needs the agent's ``auth.logout`` capability)."""
         self._bind()
         await self._call(self._live.aio_begin_logout())
 
@@ -615,11 +646,19 @@ class AsyncClient(_ClientBase[AsyncSession]):
         return (await self.prompt_detailed(text, timeout=timeout)).response
 
     async def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
+        """As `Client.prompt_detailed`."""
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
+                "use prompt_content() or AsyncSession.prompt()"
+            )
         return await self.prompt_content([Text(text)], timeout=timeout)
 
     async def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
     ) -> PromptResult:
+        """As `Client.prompt_content`."""
+        self._bind()  # a call from another loop says so, before anything else
         session = self._default_session()
         turn = await session._turn(blocks, timeout=timeout, gated=False, typed=False)
         return PromptResult(turn.response, turn.stop_reason, turn.overflow)
@@ -631,13 +670,21 @@ class AsyncClient(_ClientBase[AsyncSession]):
         timeout: float | None,
         gated: bool,
         typed: bool = True,
+        interrupt: str = "raise",
     ) -> TurnResult:
         self._bind()
-        begun = self._live.aio_begin_prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+        core = self._live
+        session_id = session.session_id
+        begun = core.aio_begin_prompt(
+            session_id, content_tuples(blocks, content_tuple), timeout, gated
         )
-        status, payload = await self._call(begun, turn_session=session.session_id)
-        return self._turn_result(session.session_id, status, payload, timeout, typed)
+        if interrupt == "cancel":
+            # The core's cancel wakes the loop through the client's waker.
+            with _interrupt.cancelling(lambda: core.cancel(session_id)):
+                status, payload = await self._call(begun, turn_session=session_id)
+        else:
+            status, payload = await self._call(begun, turn_session=session_id)
+        return self._turn_result(session_id, status, payload, timeout, typed)
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -701,11 +748,31 @@ class AsyncClient(_ClientBase[AsyncSession]):
             task.cancel()
         self._end_subscriptions(None, None)
 
+    async def aclose(self, *, grace: float = 0.0) -> None:
+        """`close`, awaitable: stops the agent's group and reaps it; every pending call
+        raises `AgentProtocolError` and every `updates()` iterator ends. With ``grace`` > 0
+        the agent's stdin is closed first and it has that long to exit by itself; the wait
+        runs off the event loop (in its default executor), so other clients go on meanwhile.
+        Idempotent."""
+        core = self._core
+        if core is None:
+            return
+        if grace > 0 and not core.closed:
+            running = asyncio.get_running_loop()
+            if self._loop is not None and self._loop is not running:
+                # Bound to another loop: close() hands the fds over to that loop itself.
+                await running.run_in_executor(None, lambda: self.close(grace=grace))
+                return
+            self._detach()  # the fds close under the wait: stop watching them first
+            await running.run_in_executor(None, core.close, grace)
+        self.close()
+        await asyncio.sleep(0)  # the awaiting tasks see their errors before this returns
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
+        await self.aclose()
 
     # --- state ---------------------------------------------------------------------------
 

@@ -4,40 +4,48 @@ frozen data classes of `_types`, and makes sure no agent outlives the interprete
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from . import _core, _shutdown, _spawn_args
+from . import _core, _interrupt, _shutdown, _spawn_args
 from ._core import Update
-from ._errors import AgentProtocolError, ConnectError, TurnTimeout
+from ._errors import (
+    AgentProtocolError,
+    AgentTransportFailed,
+    ConnectError,
+    TurnTimeout,
+)
 from ._host import activity_callback, capability_tuple
+from ._options import (
+    _check_type,
+    _connect_failure,
+    _CoreOptions,
+    _journal_epoch,
+    _mcp_list,
+    _observer_answer,
+    content_tuple,
+    mcp_tuple,
+)
 from ._session import Session, _SessionBase, content_tuples, turn_result
 from ._types import (
-    Audio,
+    DEFAULT_READER_LIMITS,
+    DEFAULT_TRANSFER_LIMITS,
     AuthMethod,
-    BlobResource,
     ClientCapabilityConfig,
     ClientInfo,
-    ContentBlock,
-    Image,
     Initialize,
-    McpServer,
     Modes,
-    PermissionOutcome,
     PermissionPolicy,
-    PermissionReply,
     PermissionRequest,
     PromptResult,
     ReaderLimits,
     ReaderStatus,
-    ResourceLink,
     Text,
-    TextResource,
     TransferLimits,
     TurnResult,
 )
@@ -61,101 +69,6 @@ def _close_live_clients() -> None:
 _shutdown.install(_close_live_clients)
 
 
-def _observer_answer(reply: object) -> tuple[str, str, str, str] | None:
-    """`on_permission`'s answer as the core reads it: ("reply", outcome, option id, option kind)
-    or ("outcome", decision, option id, reason); None abstains."""
-    if reply is None:
-        return None
-    if isinstance(reply, PermissionReply):
-        return ("reply", reply.outcome, reply.option_id, reply.option_kind)
-    if isinstance(reply, PermissionOutcome):
-        return ("outcome", reply.decision.value, reply.option_id or "", reply.reason or "")
-    raise TypeError(
-        "on_permission must return a PermissionReply, a PermissionOutcome or None "
-        f"(got {type(reply).__name__})"
-    )
-
-
-def content_tuple(block: ContentBlock) -> tuple[Any, ...]:
-    match block:
-        case Text(text=text):
-            return ("text", text)
-        case Image(mime_type=mime, data=data, uri=uri):
-            return ("image", mime, data, uri)
-        case Audio(mime_type=mime, data=data, uri=uri):
-            return ("audio", mime, data, uri)
-        case TextResource(uri=uri, text=text, mime_type=mime):
-            return ("resource_text", uri, text, mime)
-        case BlobResource(uri=uri, blob=blob, mime_type=mime):
-            return ("resource_blob", uri, blob, mime)
-        case ResourceLink(
-            uri=uri, name=name, mime_type=mime, title=title, description=desc, size=size
-        ):
-            return ("resource_link", uri, name, mime, title, desc, size)
-    raise TypeError(f"not a content block: {block!r}")
-
-
-@dataclass(frozen=True)
-class _CoreOptions:
-    """Everything `_core.CoreClient` reads, by name; it validates each value itself, so every
-    limit's message lives in one place (the Rust binding)."""
-
-    command: str
-    args: list[str]
-    message_bytes: object
-    transfer_limits: TransferLimits
-    transport_epoch: object
-    cwd: str | None
-    env: list[tuple[str, str]] | None
-    client_info: tuple[str, str, str]
-    mcp_servers: list[tuple[Any, ...]]
-    permission_policy: PermissionPolicy
-    on_update: Any
-    permission_preview: Any
-    permission_commit: Any
-    on_sent: Any
-    on_received: Any
-    fold: Any
-    stderr: str
-    stderr_tail_bytes: object
-    agent_id: str
-    cancel_grace: float
-    #: None (advertise nothing), else `_host.capability_tuple`'s tuple (host.md §1).
-    capabilities: tuple[Any, ...] | None = None
-    on_activity: Any = None
-
-
-def mcp_tuple(server: Any) -> tuple[Any, ...]:
-    """`acp.McpServer` (stdio) or a typed model server (stdio, http, sse) as the core's tuple."""
-    if isinstance(server, McpServer):
-        return (
-            "stdio",
-            server.name,
-            server.command,
-            list(server.args),
-            [(e.name, e.value) for e in server.env],
-        )
-    kind = getattr(server, "type", None)
-    headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
-    if kind in ("http", "sse"):
-        return (kind, server.name, server.url, headers)
-    env = [(e.name, e.value) for e in getattr(server, "env", ()) or ()]
-    return ("stdio", server.name, server.command, list(server.args), env)
-
-
-def _connect_failure(error: AgentProtocolError) -> bool:
-    """The handshake failures `start()` reports as `ConnectError` (design §6): an error answer,
-    another protocol version, the output ending, the timeout. Other faults (invalid JSON, an
-    unexpected message) stay plain `AgentProtocolError`, as in wave 1."""
-    if not getattr(error, "_acp_handshake", False):
-        return False  # a usage error (closed, forked, stopped), raised before anything was sent
-    text = str(error)
-    return error.code is not None or any(
-        marker in text
-        for marker in ("output ended", "protocol version", "protocolVersion", "start() timed out")
-    )
-
-
 class _ClientBase(Generic[_S]):
     """What `Client` and `AsyncClient` share: options, the core, the observer's callbacks,
     sessions and state. The calls live in the subclasses."""
@@ -165,47 +78,134 @@ class _ClientBase(Generic[_S]):
 
     def __init__(
         self,
-        command: str,
-        *,
+        command: str | os.PathLike[str],
         args: Sequence[str] = (),
-        reader_limits: ReaderLimits,
-        transfer_limits: TransferLimits,
-        transport_epoch: int,
+        *,
+        reader_limits: ReaderLimits = DEFAULT_READER_LIMITS,
+        transfer_limits: TransferLimits = DEFAULT_TRANSFER_LIMITS,
+        transport_epoch: int | None = None,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
-        client_info: ClientInfo = ClientInfo(),  # noqa: B008 - frozen, shared safely
+        client_info: ClientInfo | None = None,
         mcp_servers: Iterable[Any] = (),
-        permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008
+        permission_policy: PermissionPolicy = PermissionPolicy(),  # noqa: B008 - frozen
         observer: object | None = None,
-        stderr: Literal["discard", "inherit", "tail"] = "discard",
+        durable: bool = False,
+        stderr: Literal["discard", "inherit", "tail"] = "tail",
         stderr_tail_bytes: int = 64 * 1024,
         agent_id: str | None = None,
         session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
         capabilities: ClientCapabilityConfig | None = None,
+        interrupt: Literal["raise", "cancel"] = "raise",
     ) -> None:
+        """Validates the options and starts the agent (``start()`` then talks to it).
+
+        Args:
+            command: The agent's program (looked up on ``PATH`` as `subprocess` does), e.g.
+                ``"gemini"``; `demo_agent_command()` gives the bundled demo agent's.
+            args: The agent's arguments (a sequence of str, bytes or path-like, not a single
+                string); may be given by position, as `subprocess.Popen`'s.
+            reader_limits: The longest line accepted from the agent (`ReaderLimits`).
+                Default `DEFAULT_READER_LIMITS` (2 MiB).
+            transfer_limits: Caps on requests, replies and updates (`TransferLimits`).
+                Default `DEFAULT_TRANSFER_LIMITS`.
+            transport_epoch: A number above zero stamped on every `Update`, so that
+                (epoch, sequence) names an update across runs. Default: when ``observer``
+                is a journal (`acp_fast.journal`), one more than the highest epoch it holds
+                (appended runs never collide; the journal's own ``transport_epoch``, which
+                stamps its other records, is then set to it), else 1.
+            cwd: The agent's working directory and the default session's cwd. Default: the
+                host's current directory. A missing directory raises `FileNotFoundError`
+                naming it.
+            env: The agent's whole environment (a mapping of str). Default: the host's.
+            client_info: What ``initialize`` reports as ``clientInfo``. Default
+                ``ClientInfo()``: name "acp-fast" and the package's version.
+            mcp_servers: MCP servers offered to every session the client opens:
+                `McpServer` (stdio) or the typed ``acp_fast.model.McpServerStdio``,
+                ``McpServerHttp`` and ``McpServerSse`` (HTTP and SSE need the agent's
+                ``mcpCapabilities``, else `CapabilityError`).
+            permission_policy: How permission requests are answered (`PermissionPolicy`);
+                settable later through the ``permission_policy`` attribute. Default: deny.
+            observer: Any object with some of the callbacks ``on_update(update)``,
+                ``on_permission(request)``, ``on_permission_commit(request)``,
+                ``on_activity(activity)``, ``on_sent(line)`` and ``on_received(line)`` (an
+                `Observer`, a journal, your own class), or None. What it lacks is simply not
+                called: replies, `TurnResult` and policy decisions work without it.
+            durable: The audit rule: when True, an update or permission request that the
+                observer has no ``on_update`` / ``on_permission_commit`` to record fails the
+                call with `MissingDurableObserver` and stops the client. Default False.
+            stderr: The agent's stderr: "tail" (default) keeps its last
+                ``stderr_tail_bytes`` (`stderr_tail()`, and appended to the error raised when
+                the agent exits, e.g. `ConnectError` from ``start()``); "inherit" passes the
+                host's stderr; "discard" drops it.
+            stderr_tail_bytes: The size of the stderr tail, in bytes (> 0). Default 64 KiB.
+            agent_id: The agent's name in errors and records. Default: the command's base
+                name.
+            session_state: "off" (default), "lenient" or "strict": fold each session's
+                updates into ``Session.state`` (an ``acp_fast.model.SessionState``);
+                "strict" stops the client on an update it cannot decode.
+            cancel_grace: Seconds a cancelled or timed-out turn may take to end (> 0).
+                Default 5.
+            capabilities: What the client serves to the agent (files, terminals), as
+                `ClientCapabilityConfig`; None (default) advertises nothing.
+            interrupt: Ctrl-C (KeyboardInterrupt) during a turn on the main thread: "raise"
+                (default) raises it and stops the client; "cancel" cancels the turn first
+                (one ``session/cancel``, pending permission requests answered cancelled) and
+                the turn returns with the agent's stop reason; a second Ctrl-C within 2 s
+                raises and stops the client. `Session.prompt` may override it per turn.
+
+        Raises:
+            TypeError: an option has the wrong type (the message names it and the type
+                expected).
+            ValueError: an option's value is out of range (`InvalidLimits` for limits).
+            FileNotFoundError: ``command`` or ``cwd`` does not exist.
+            CapacityOverflow: the reader's buffer could not be allocated.
+        """
         self._core: _core.CoreClient | None = None
         self._setup()
-        if isinstance(args, str):
-            raise TypeError("args must be a sequence of strings, not a string")
+        _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
+        _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
+        _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
+        if client_info is None:
+            client_info = ClientInfo()
+        _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
+        if capabilities is not None:
+            _check_type(
+                capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
+            )
+        _check_type(durable, bool, "durable", "a bool")
+        if agent_id is not None:
+            _check_type(agent_id, str, "agent_id", "a str or None")
+        if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
+            raise TypeError(
+                f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
+            )
         if session_state not in ("off", "lenient", "strict"):
             raise ValueError(
                 f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
             )
+        if interrupt not in ("raise", "cancel"):
+            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
         spawn = _spawn_args.convert(command, args, env, cwd)
         self._cwd = spawn.cwd
-        self._mcp_servers = [mcp_tuple(s) for s in mcp_servers]
+        self._mcp_servers = _mcp_list(mcp_servers, "mcp_servers")
         self._policy = permission_policy
         self._capabilities = capabilities
         self._sessions: dict[str, _S] = {}
         self._default: _S | None = None
         self._cancel_grace = float(cancel_grace)
-        self.agent_id = agent_id if agent_id is not None else os.path.basename(os.fspath(command))
+        self.agent_id = agent_id if agent_id is not None else os.path.basename(spawn.command)
         # `is not None`, not truthiness: an observer may be falsy (say, an empty journal).
         has = observer is not None
+        journal_epoch = None
+        if transport_epoch is None:
+            journal_epoch = _journal_epoch(observer) if has else None
+            transport_epoch = 1 if journal_epoch is None else journal_epoch
         on_update = getattr(observer, "on_update", None) if has else None
         on_permission = getattr(observer, "on_permission", None) if has else None
         on_commit = getattr(observer, "on_permission_commit", None) if has else None
@@ -224,34 +224,49 @@ class _ClientBase(Generic[_S]):
                     return reply  # the core waits for it while reading goes on
                 return _observer_answer(reply)
 
-        self._core = _core.CoreClient(
-            _CoreOptions(
-                command=spawn.command,
-                args=spawn.args,
-                message_bytes=reader_limits.message_bytes,
-                transfer_limits=transfer_limits,
-                transport_epoch=transport_epoch,
-                cwd=self._cwd,
-                env=spawn.env,
-                client_info=(client_info.name, client_info.title, client_info.version),
-                mcp_servers=self._mcp_servers,
-                permission_policy=permission_policy,
-                on_update=on_update,
-                permission_preview=preview,
-                permission_commit=on_commit,
-                on_sent=getattr(observer, "on_sent", None) if has else None,
-                on_received=getattr(observer, "on_received", None) if has else None,
-                fold=None if session_state == "off" else self._fold,
-                stderr=stderr,
-                stderr_tail_bytes=stderr_tail_bytes,
-                agent_id=self.agent_id,
-                cancel_grace=self._cancel_grace,
-                capabilities=capability_tuple(capabilities),
-                on_activity=activity_callback(
-                    getattr(observer, "on_activity", None) if has else None
-                ),
+        try:
+            self._core = _core.CoreClient(
+                _CoreOptions(
+                    command=spawn.command,
+                    args=spawn.args,
+                    message_bytes=reader_limits.message_bytes,
+                    transfer_limits=transfer_limits,
+                    transport_epoch=transport_epoch,
+                    cwd=self._cwd,
+                    env=spawn.env,
+                    client_info=(client_info.name, client_info.title, client_info.version),
+                    mcp_servers=self._mcp_servers,
+                    permission_policy=permission_policy,
+                    on_update=on_update,
+                    permission_preview=preview,
+                    permission_commit=on_commit,
+                    on_sent=getattr(observer, "on_sent", None) if has else None,
+                    on_received=getattr(observer, "on_received", None) if has else None,
+                    fold=None if session_state == "off" else self._fold,
+                    stderr=stderr,
+                    stderr_tail_bytes=stderr_tail_bytes,
+                    agent_id=self.agent_id,
+                    cancel_grace=self._cancel_grace,
+                    capabilities=capability_tuple(capabilities),
+                    on_activity=activity_callback(
+                        getattr(observer, "on_activity", None) if has else None
+                    ),
+                    durable=durable,
+                )
             )
-        )
+        except (FileNotFoundError, NotADirectoryError) as error:
+            # The spawn's error names the program even when the directory is what is missing.
+            if self._cwd is not None and not os.path.isdir(self._cwd):
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    "the agent's cwd does not exist or is not a directory",
+                    self._cwd,
+                ) from error
+            raise
+        if journal_epoch is not None:
+            # The journal stamps its other records (sent lines, decisions) with this epoch
+            # (an epoch given by the caller leaves the journal as the caller set it up).
+            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
         with _live_lock:
             _live_clients.add(self)
 
@@ -305,8 +320,12 @@ class _ClientBase(Generic[_S]):
         if self._core is not None and self._capabilities is not None:
             self._core.host_forget(session.session_id)
 
-    def _connect_error(self, error: AgentProtocolError) -> ConnectError:
+    def _connect_error(self, error: AgentProtocolError | AgentTransportFailed) -> ConnectError:
         text = str(error)
+        if not isinstance(error, AgentProtocolError):
+            # The agent exited before it read `initialize`: the same failure as its output
+            # ending, so the same class whatever `stderr=` is (first-use.md §1).
+            return ConnectError(f"the agent exited during start(): {text}", agent_id=self.agent_id)
         if error.code == -32000:
             methods = ", ".join(m.id for m in self.initialize.auth_methods) or "none offered"
             text += (
@@ -348,7 +367,9 @@ class _ClientBase(Generic[_S]):
         return tuple(model.SessionInfo.from_json(json.loads(item), strict=False) for item in raw)
 
     def request_cancel(self) -> None:
-        """SIGTERM then SIGKILL to the agent's whole process group; returns at once."""
+        """Sends SIGTERM, then SIGKILL, to the agent's whole process group; returns at once.
+        Any thread. The call in flight then fails as the agent's output ends; `close()` is
+        still needed to reap the agent and release the client."""
         self._live.request_cancel()
 
     def close(self, *, grace: float = 0.0) -> None:
@@ -364,18 +385,25 @@ class _ClientBase(Generic[_S]):
 
     @property
     def permission_policy(self) -> PermissionPolicy:
+        """The `PermissionPolicy` later permission requests are decided by; assign a new one
+        to change it (between calls; TypeError for anything but a `PermissionPolicy`)."""
         return self._policy
 
     @permission_policy.setter
     def permission_policy(self, policy: PermissionPolicy) -> None:
+        _check_type(policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
         self._live.set_policy(policy)
         self._policy = policy
 
     def stderr_tail(self) -> str:
-        """The last `stderr_tail_bytes` of the agent's stderr ("" unless ``stderr="tail"``)."""
+        """The last ``stderr_tail_bytes`` of the agent's stderr, decoded leniently ("" unless
+        ``stderr="tail"``, the default). Agent text: escape it before printing it to a
+        terminal (``acp_fast._text.printable``)."""
         return self._live.stderr_tail()
 
     def reader_status(self) -> ReaderStatus:
+        """A snapshot of the line reader (`ReaderStatus`): its limit, buffer, longest line
+        seen, rejected lines and whether reading has stopped."""
         return ReaderStatus(*self._live.reader_status())
 
     @property
@@ -385,6 +413,7 @@ class _ClientBase(Generic[_S]):
 
     @property
     def initialize(self) -> Initialize:
+        """The agent's answer to ``initialize`` (`Initialize`); empty before `start`."""
         info = self._live.initialize_info()
         if info is None:
             return Initialize()
@@ -416,18 +445,24 @@ class _ClientBase(Generic[_S]):
 
     @property
     def session_id(self) -> str | None:
+        """The default session's id (None before one is open)."""
         return None if self._default is None else self._default.session_id
 
     @property
     def pid(self) -> int | None:
+        """The agent's process id (also its process group's); None once the client is
+        closed."""
         return self._live.pid
 
     @property
     def next_update_sequence(self) -> int:
+        """The ``update_sequence`` the next update will get (updates are numbered from 1)."""
         return self._live.next_update_sequence
 
     @property
     def default_session(self) -> _S | None:
+        """The first session opened (by `start` or a ``new_session``/``load_session``), which
+        the client's own ``prompt`` calls use; None before."""
         return self._default
 
     @property
@@ -436,15 +471,36 @@ class _ClientBase(Generic[_S]):
         return tuple(s for s in self._sessions.values() if not s.closed)
 
     def session(self, session_id: str) -> _S:
+        """The open session with this id; KeyError when none is open."""
         session = self._sessions.get(session_id)
         if session is None or session.closed:
             raise KeyError(session_id)
         return session
 
+    def _check_usable(self) -> None:
+        """RuntimeError for a call on a closed client (a mistake of the caller, not the
+        agent's: not `AgentProtocolError`)."""
+        core = self._core
+        if core is None or core.closed:
+            raise RuntimeError("the client is closed: close() was called; make a new client")
+
     def _default_session(self) -> _S:
+        self._check_usable()
         if self._default is None or self._default.closed:
-            raise AgentProtocolError("no session is open: call start() before sending a prompt")
+            if self._default is None and self._live.initialize_info() is None:
+                raise RuntimeError("the client is not started: call start() first")
+            raise RuntimeError(
+                "no session is open: the default session was closed or start(new_session="
+                "False) opened none; call new_session() or use a Session's prompt()"
+            )
         return self._default
+
+    def _turn_interrupt(self, interrupt: str | None) -> str:
+        if interrupt is None:
+            return self._interrupt
+        if interrupt not in ("raise", "cancel"):
+            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        return interrupt
 
     def _session_args(
         self,
@@ -469,17 +525,24 @@ class _ClientBase(Generic[_S]):
 class Client(_ClientBase[Session]):
     """One agent process: one ``initialize``, any number of sessions.
 
-    The constructor validates the limits, allocates the reader's buffer (``message_bytes + 1``
-    bytes) and starts the agent in a session of its own; `start` opens the conversation and, by
-    default, the default session. Calls run one at a time; `request_cancel`, `close` and
-    `Session.cancel` may be called from any thread.
+    ```python
+    import acp_fast as acp
 
-    ``stderr`` is "discard" (the default), "inherit" (the host's stderr), or "tail": the core
-    drains the agent's stderr into a ring buffer of ``stderr_tail_bytes``, readable with
-    `stderr_tail()` and appended to the `AgentProtocolError` raised when the agent's output ends.
+    with acp.Client(*acp.demo_agent_command()) as client:   # or acp.Client("gemini", ["--acp"])
+        client.start()
+        print(client.prompt("What does this repo do?"))
+    ```
+
+    The constructor validates the options, allocates the reader's buffer
+    (``message_bytes + 1`` bytes) and starts the agent in a process group of its own; `start`
+    opens the conversation and, by default, the default session. Every option has a default
+    but ``command``; see ``__init__`` for each. Calls run one at a time; `request_cancel`,
+    `close` and `Session.cancel` may be called from any thread. Calls before `start` or
+    after `close` raise `RuntimeError`; `AgentProtocolError` means the agent misbehaved.
 
     A client belongs to the process that made it: after ``os.fork()`` the child cannot use it
     (calls raise `AgentProtocolError`, `close()` does nothing), and the parent's is unaffected.
+    Interpreter exit (and, through a guard process, any death of the host) stops every agent.
     """
 
     def _make_session(self, session_id: str, cwd: str, directories: tuple[str, ...]) -> Session:
@@ -488,16 +551,30 @@ class Client(_ClientBase[Session]):
     # --- calls ---------------------------------------------------------------------------
 
     def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
-        """Sends `initialize` (protocol version 1), then `session/new` in `cwd`, which becomes
-        the default session. Handshake failures raise `ConnectError`."""
+        """Sends ``initialize`` (protocol version 1), then ``session/new`` in the client's
+        ``cwd``, which becomes the default session.
+
+        Args:
+            new_session: False: only ``initialize`` (then, say, `authenticate` and
+                `new_session`).
+            timeout: Seconds the handshake may take (> 0); then the agent is stopped and
+                `ConnectError` raised. None: no limit.
+
+        Raises:
+            ConnectError: the handshake failed: an error answer, another protocol version,
+                the agent exiting (its stderr tail in the message), the timeout; -32000
+                "authentication required" leaves the client usable.
+            RuntimeError: the client is closed or was already started.
+        """
+        self._check_usable()
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
             session_id = self._live.start(cwd, new_session, timeout)
-        except AgentProtocolError as error:
+        except (AgentProtocolError, AgentTransportFailed) as error:
             if not _connect_failure(error):
                 raise
             failure = self._connect_error(error)
-            if error.code != -32000 and not self._live.stopped:
+            if failure.code != -32000 and not self._live.stopped:
                 # Only "authentication required" leaves a usable client (design §6).
                 self._live.stop(
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
@@ -514,7 +591,15 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Opens a session (`session/new`); the first one opened becomes the default."""
+        """Opens a session (``session/new``); the first one opened becomes the default.
+
+        Args:
+            cwd: The session's directory (absolute once resolved). Default: the client's.
+            mcp_servers: MCP servers for this session (as the client's ``mcp_servers``).
+                None: the client's.
+            additional_directories: Extra absolute directories the session may use (needs
+                the agent's ``sessionCapabilities.additionalDirectories``).
+        """
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         session_id = self._live.new_session(path, servers, list(directories))
         return self._opened(session_id, path, directories)
@@ -527,8 +612,15 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Loads a session (`session/load`): every update the agent replays is numbered,
-        delivered and routed to it before this returns."""
+        """Loads a session (``session/load``, needs ``loadSession``): every update the agent
+        replays is numbered, delivered and routed to it before this returns.
+
+        Args:
+            session_id: The session to load (from `list_sessions` or an earlier run).
+            cwd: As for `new_session`.
+            mcp_servers: As for `new_session`.
+            additional_directories: As for `new_session`.
+        """
         return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
 
     def resume_session(
@@ -539,7 +631,8 @@ class Client(_ClientBase[Session]):
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
     ) -> Session:
-        """Resumes a session (`session/resume`): the agent replays nothing."""
+        """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
+        `load_session`."""
         return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
 
     def _load(
@@ -557,7 +650,8 @@ class Client(_ClientBase[Session]):
         return self._opened(session_id, path, directories)
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
-        """Every session the agent lists (all pages, in its order)."""
+        """Every session the agent lists (``session/list``, all pages, in its order), as
+        ``acp_fast.model.SessionInfo``; ``cwd`` keeps those of one directory."""
         path = None if cwd is None else os.path.abspath(os.fspath(cwd))
         return self._list_result(self._live.list_sessions(path))
 
@@ -573,6 +667,7 @@ class Client(_ClientBase[Session]):
         self._live.authenticate(method_id)
 
     def logout(self) -> None:
+        """``logout`` (needs the agent's ``auth.logout`` capability)."""
         self._live.logout()
 
     def drain(self, timeout: float = 0.0) -> int:
@@ -581,18 +676,32 @@ class Client(_ClientBase[Session]):
         return self._live.drain(timeout)
 
     def prompt(self, text: str, *, timeout: float | None = None) -> str:
-        """Sends one text prompt to the default session and returns the reply text."""
+        """Sends one text prompt to the default session and returns the reply text.
+
+        Args:
+            text: The prompt (a str).
+            timeout: Seconds the turn may take (> 0); then it is cancelled and `TurnTimeout`
+                raised. None: no limit.
+        """
         return self.prompt_detailed(text, timeout=timeout).response
 
     def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
-        """Sends one text prompt; returns the reply, stop reason and any overflow record."""
+        """Sends one text prompt to the default session; returns the reply, the stop reason
+        and any overflow record (`PromptResult`). Arguments as `prompt`."""
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
+                "use prompt_content() or Session.prompt()"
+            )
         return self.prompt_content([Text(text)], timeout=timeout)
 
     def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
     ) -> PromptResult:
-        """Sends one prompt of content blocks, in order, to the default session (ungated, as
-        in wave 1)."""
+        """Sends one prompt of content blocks (`Text`, `Image`, `Audio`, `TextResource`,
+        `BlobResource`, `ResourceLink` or typed ``acp_fast.model`` blocks), in order, to the
+        default session; the agent's prompt capabilities are not checked here (they are by
+        `Session.prompt`). Returns a `PromptResult`."""
         session = self._default_session()
         turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
         return PromptResult(turn.response, turn.stop_reason, turn.overflow)
@@ -604,11 +713,17 @@ class Client(_ClientBase[Session]):
         timeout: float | None,
         gated: bool,
         typed: bool = True,
+        interrupt: str = "raise",
     ) -> TurnResult:
-        status, payload = self._live.prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
-        return self._turn_result(session.session_id, status, payload, timeout, typed)
+        tuples = content_tuples(blocks, content_tuple)
+        core = self._live
+        session_id = session.session_id
+        if interrupt == "cancel":
+            with _interrupt.cancelling(lambda: core.cancel(session_id)):
+                status, payload = core.prompt(session_id, tuples, timeout, gated)
+        else:
+            status, payload = core.prompt(session_id, tuples, timeout, gated)
+        return self._turn_result(session_id, status, payload, timeout, typed)
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``

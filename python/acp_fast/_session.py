@@ -5,8 +5,8 @@ connection knows (new/load/resume results, `set_*` answers and the session's upd
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._types import (
     Mode,
@@ -30,8 +30,17 @@ def content_tuples(
     object with ``to_json()``) are written as they encode themselves."""
     if isinstance(content, str):
         return [("text", content)]
+    if isinstance(content, (bytes, bytearray, Mapping)) or not isinstance(content, Iterable):
+        # A dict would iterate its keys: say what a prompt is instead.
+        raise TypeError(
+            "the prompt must be a str or a sequence of content blocks (acp_fast.Text, Image, "
+            f"...; or acp_fast.model blocks), not {type(content).__name__}"
+        )
     blocks: list[tuple[Any, ...]] = []
     for block in content:
+        if isinstance(block, str):
+            blocks.append(("text", block))
+            continue
         to_json = getattr(block, "to_json", None)
         if to_json is not None and not isinstance(block, Text):
             blocks.append(("raw", json.dumps(to_json(), separators=(",", ":"), ensure_ascii=False)))
@@ -105,7 +114,8 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
 
 
 class _SessionBase:
-    """What `Session` and `AsyncSession` share: identity, attributes, `cancel()`."""
+    """What `Session` and `AsyncSession` share: identity, attributes, `cancel()`. Every
+    attribute is read-only (sessions.md): it shows the latest state the connection knows."""
 
     _kind = "Session"
 
@@ -117,11 +127,26 @@ class _SessionBase:
         additional_directories: tuple[str, ...],
     ) -> None:
         self._client = client
-        self.session_id = session_id
-        self.cwd = cwd
-        self.additional_directories = additional_directories
+        self._session_id = session_id
+        self._cwd = cwd
+        self._directories = additional_directories
         self._closed = False
         self._last: Any = None
+
+    @property
+    def session_id(self) -> str:
+        """The session's id, as the agent named it."""
+        return self._session_id
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory (absolute), as sent to the agent."""
+        return self._cwd
+
+    @property
+    def additional_directories(self) -> tuple[str, ...]:
+        """The extra directories sent with the session (absolute)."""
+        return self._directories
 
     def _info(self) -> Any:
         if not self._closed:
@@ -134,10 +159,12 @@ class _SessionBase:
 
     @property
     def closed(self) -> bool:
+        """Whether the session was closed (by `close`, ``delete_session`` or the client)."""
         return self._closed
 
     @property
     def modes(self) -> Modes:
+        """The session's current mode and the modes it offers (`Modes`)."""
         info = self._info()
         if info is None:
             return Modes()
@@ -146,6 +173,7 @@ class _SessionBase:
 
     @property
     def models(self) -> Models:
+        """The session's current model and the models it offers (`Models`)."""
         info = self._info()
         if info is None:
             return Models()
@@ -154,11 +182,13 @@ class _SessionBase:
 
     @property
     def config_options(self) -> tuple[Any, ...]:
+        """The session's config options (``acp_fast.model.SessionConfigOption``)."""
         info = self._info()
         return () if info is None else (_decode_list(info[2], "SessionConfigOption") or ())
 
     @property
     def available_commands(self) -> tuple[Any, ...]:
+        """The slash commands the agent offers (``acp_fast.model.AvailableCommand``)."""
         info = self._info()
         return () if info is None else (_decode_list(info[3], "AvailableCommand") or ())
 
@@ -212,10 +242,27 @@ class Session(_SessionBase):
 
     _client: Client
 
-    def prompt(self, content: str | Iterable[Any], *, timeout: float | None = None) -> TurnResult:
-        """One turn: a `str` is one text block. Image, audio and embedded resources need the
-        agent's prompt capabilities (`CapabilityError` otherwise, nothing written)."""
-        return self._turn(content, timeout=timeout, gated=True)
+    def prompt(
+        self,
+        content: str | Iterable[Any],
+        *,
+        timeout: float | None = None,
+        interrupt: Literal["raise", "cancel"] | None = None,
+    ) -> TurnResult:
+        """One turn; returns its `TurnResult` (the reply, stop reason, tool calls, plan ...).
+
+        Args:
+            content: A str (one text block), or a sequence of content blocks: `Text`,
+                `Image`, `Audio`, `TextResource`, `BlobResource`, `ResourceLink`, str items,
+                or typed ``acp_fast.model`` blocks. Image, audio and embedded resources need
+                the agent's prompt capabilities (`CapabilityError` otherwise, nothing
+                written).
+            timeout: Seconds the turn may take (> 0); then it is cancelled, given
+                ``cancel_grace`` to end, and `TurnTimeout` raised. None: no limit.
+            interrupt: Ctrl-C during this turn: "raise" or "cancel" (see the client's
+                ``interrupt``); None: the client's.
+        """
+        return self._turn(content, timeout=timeout, gated=True, interrupt=interrupt)
 
     def _turn(
         self,
@@ -224,11 +271,15 @@ class Session(_SessionBase):
         timeout: float | None,
         gated: bool,
         typed: bool = True,
+        interrupt: str | None = None,
     ) -> TurnResult:
         self._check_turn(timeout)
-        return self._client._run_turn(self, content, timeout, gated, typed)
+        client = self._client
+        mode = client._turn_interrupt(interrupt)
+        return client._run_turn(self, content, timeout, gated, typed, mode)
 
     def set_mode(self, mode_id: str) -> None:
+        """Switches the session's mode (``session/set_mode``) to one of `modes`."""
         self._check_open()
         self._client._live.set_mode(self.session_id, mode_id)
 

@@ -7,6 +7,7 @@ encodes them back with the file-system encoding, so nothing is lossy."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import NamedTuple
 
 _PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -78,3 +79,14 @@ def session_cwd(cwd: str | None) -> str:
             f"cwd {cwd!r} is not valid UTF-8: ACP sends it as a JSON string; pass a UTF-8 cwd="
         ) from None
     return cwd
+
+
+def demo_agent_command() -> tuple[str, list[str]]:
+    """The command and arguments of the demo agent bundled with acp-fast, run by this
+    interpreter: ``(sys.executable, ["-m", "acp_fast.demo_agent"])``. It needs nothing
+    installed, so ``acp.Client(*acp.demo_agent_command())`` works on any machine.
+
+    Returns:
+        ``(command, args)``, to pass as `Client`'s first two arguments.
+    """
+    return (sys.executable, ["-m", "acp_fast.demo_agent"])

@@ -45,41 +45,125 @@ class OverflowKind(enum.StrEnum):
 # --- options -------------------------------------------------------------------------------
 
 
+_MIB = 1024 * 1024
+# The largest value a size or count limit may take (the core holds them as 64-bit integers).
+_LIMIT_MAX = 2**64 - 1
+
+
+def _check_limit(owner: str, name: str, value: object) -> None:
+    """A limit is an int above zero: TypeError names the option and the type expected,
+    ValueError the value out of range (raised here, at construction, not later in `Client`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be an int (got {type(value).__name__} {value!r})")
+    if not 0 < value <= _LIMIT_MAX:
+        from ._errors import InvalidLimits
+
+        raise InvalidLimits(
+            f"{owner}.{name} must be above zero and at most 2**64 - 1 (got {value!r})"
+        )
+
+
 @dataclass(frozen=True)
 class ReaderLimits:
-    """The longest line, in bytes, accepted from the agent (the newline not counted)."""
+    """The reader's limit on one line from the agent.
 
-    message_bytes: int
+    Args:
+        message_bytes: The longest line, in bytes, accepted from the agent (the newline not
+            counted); the reader allocates ``message_bytes + 1`` bytes once. A longer line
+            stops reading with `ReaderMessageCapacityExceeded`. Default 2 MiB.
+
+    Raises:
+        TypeError: ``message_bytes`` is not an int.
+        InvalidLimits: ``message_bytes`` is zero, negative or above 2**64 - 1 (a value too
+            large to allocate raises `CapacityOverflow` when the client is made).
+    """
+
+    message_bytes: int = 2 * _MIB
+
+    def __post_init__(self) -> None:
+        _check_limit("ReaderLimits", "message_bytes", self.message_bytes)
 
 
-DEFAULT_READER_LIMITS = ReaderLimits(message_bytes=2 * 1024 * 1024)
+#: The reader's default: lines of up to 2 MiB.
+DEFAULT_READER_LIMITS = ReaderLimits(message_bytes=2 * _MIB)
 
 
 @dataclass(frozen=True)
 class TransferLimits:
-    """Caps on traffic; every one must be > 0.
+    """Caps on the traffic of one client. Every field is an int above zero; each defaults to
+    the value in `DEFAULT_TRANSFER_LIMITS`, so ``TransferLimits(response_bytes=1 << 30)``
+    changes one cap and keeps the others.
 
-    request_bytes: the largest message written to the agent, newline included.
-    response_bytes: the most reply text (UTF-8 bytes) one prompt keeps.
-    update_bytes: the largest update line accepted (surrounding whitespace trimmed).
-    update_count: the most updates one client accepts over its life.
-    response_segment_count: the most agent message chunks one prompt's reply keeps.
+    Args:
+        request_bytes: The largest message written to the agent, newline included (a prompt
+            larger than this raises `RequestCapacityExceeded`; nothing is sent). Default 1 MiB.
+        response_bytes: The most reply text (UTF-8 bytes) one prompt keeps; past it the reply
+            is cut and `PromptResult.overflow` says where. Default 64 MiB.
+        update_bytes: The largest ``session/update`` line accepted (surrounding whitespace
+            trimmed); a larger one raises `UpdateCapacityExceeded`. Default 8 MiB.
+        update_count: The most updates one client accepts over its whole life; past it calls
+            raise `UpdateCountCapacityExceeded`. Default 2**63 - 1 (no practical cap).
+        response_segment_count: The most agent message chunks one prompt's reply keeps.
+            Default 1,000,000.
+
+    Raises:
+        TypeError: a field is not an int (``TransferLimits(1.5)``, ``TransferLimits("1")``).
+        InvalidLimits: a field is zero, negative or above 2**64 - 1 (a `ValueError`).
     """
 
-    request_bytes: int
-    response_bytes: int
-    update_bytes: int
-    update_count: int
-    response_segment_count: int
+    request_bytes: int = 1 * _MIB
+    response_bytes: int = 64 * _MIB
+    update_bytes: int = 8 * _MIB
+    update_count: int = 2**63 - 1
+    response_segment_count: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in (
+            "request_bytes",
+            "response_bytes",
+            "update_bytes",
+            "update_count",
+            "response_segment_count",
+        ):
+            _check_limit("TransferLimits", name, getattr(self, name))
+
+
+#: The defaults of `Client`: 1 MiB requests, 64 MiB reply text per prompt, 8 MiB updates, no
+#: practical lifetime update cap (2**63 - 1) and 1,000,000 chunks per reply.
+DEFAULT_TRANSFER_LIMITS = TransferLimits(
+    request_bytes=1 * _MIB,
+    response_bytes=64 * _MIB,
+    update_bytes=8 * _MIB,
+    update_count=2**63 - 1,
+    response_segment_count=1_000_000,
+)
+
+
+def _package_version() -> str:
+    from ._core import __version__  # the compiled module; imported late, it needs no _types
+
+    return __version__
 
 
 @dataclass(frozen=True)
 class ClientInfo:
-    """What the client reports about itself in `initialize`."""
+    """What the client reports about itself in ``initialize`` (``clientInfo``).
 
-    name: str = "acp"
-    title: str = "acp"
-    version: str = "1.0.0"
+    Args:
+        name: The client's name. Default "acp-fast".
+        title: A human-readable title. Default "acp-fast".
+        version: The client's version. Default the installed acp-fast version.
+    """
+
+    name: str = "acp-fast"
+    title: str = "acp-fast"
+    version: str = field(default_factory=_package_version)
+
+    def __post_init__(self) -> None:
+        for name in ("name", "title", "version"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"ClientInfo.{name} must be a str (got {type(value).__name__})")
 
 
 @dataclass(frozen=True)
@@ -134,19 +218,61 @@ def _strings(value: object, name: str) -> tuple[str, ...]:
     return items
 
 
+#: The tool kinds of ACP (``ToolKind`` in the schema), the values `PermissionRule.kind` and
+#: `PermissionPolicy.allowed_tool_kinds` accept.
+TOOL_KINDS = (
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+)
+
+
+def tool_kind(value: object, name: str) -> str:
+    """`value` as one of `TOOL_KINDS` (case-insensitive): a misspelt kind would silently match
+    nothing, so a rule meant to deny would deny nothing."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str (got {type(value).__name__} {value!r})")
+    kind = value.lower()
+    if kind not in TOOL_KINDS:
+        raise ValueError(
+            f"{name} {value!r} is not an ACP tool kind; use one of: {', '.join(TOOL_KINDS)}"
+        )
+    return kind
+
+
 @dataclass(frozen=True)
 class PermissionRule:
-    """Matches a permission request when every field it sets matches: `kind` equals the tool
-    kind (the request's, else the one announced for its tool call); `title` as a `str` is a
-    case-insensitive substring of the title, as a `re.Pattern` it must `.search()` it. An
-    absent title is "". `PermissionRule()` matches every request."""
+    """One allow or deny rule of a `PermissionPolicy`.
+
+    A rule matches a permission request when every field it sets matches.
+    ``PermissionRule()`` matches every request.
+
+    Args:
+        kind: The tool kind (the request's, else the one announced for its tool call) must be
+            this one of `TOOL_KINDS` (read, edit, delete, move, search, execute, think, fetch,
+            switch_mode, other). Case-insensitive; stored lowercase. None: any kind.
+        title: As a `str`, a case-insensitive substring of the request's title; as a
+            compiled `re.Pattern`, it must ``.search()`` the title. An absent title is "".
+            None: any title.
+
+    Raises:
+        TypeError: ``kind`` is not a str or ``title`` not a str or str pattern.
+        ValueError: ``kind`` is not an ACP tool kind (the message lists them).
+    """
 
     kind: str | None = None
     title: str | re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind is not None and not isinstance(self.kind, str):
-            raise TypeError(f"PermissionRule.kind must be a str or None (got {self.kind!r})")
+        if self.kind is not None:
+            object.__setattr__(self, "kind", tool_kind(self.kind, "PermissionRule.kind"))
         title = self.title
         if title is not None and not isinstance(title, str):
             if not isinstance(title, re.Pattern) or not isinstance(title.pattern, str):
@@ -167,7 +293,7 @@ def _rules(value: object, name: str) -> tuple[PermissionRule, ...]:
 
 @dataclass(frozen=True)
 class PermissionPolicy:
-    """How the client answers permission requests; the first tier that decides wins:
+    """How the client answers the agent's permission requests; the first tier that decides wins:
 
     0. the session is being cancelled: ``cancelled`` (nobody is asked);
     1. ``remember`` and an "always" answer kept for this session's (kind, title);
@@ -179,7 +305,25 @@ class PermissionPolicy:
 
     Allow takes the first ``allow_once`` option, else the first ``allow_always``; deny the first
     ``reject_once``, else the last ``reject_always``; ``persist`` tries the ``*_always`` kind
-    first. No fitting option answers ``cancelled`` (tier 5 keeps wave 1's reject fallback).
+    first. No fitting option answers ``cancelled`` (tier 5 falls back to rejecting).
+
+    Rules are applied before anyone is asked: a request an allow or deny rule decides never
+    reaches the observer's ``on_permission``.
+
+    Args:
+        allowed_tool_kinds: Tool kinds allowed at tier 5 (each one of `TOOL_KINDS`,
+            case-insensitive).
+        allowed_title_prefixes: Title prefixes allowed at tier 5.
+        allow: `PermissionRule` items that allow a request (tier 3).
+        deny: `PermissionRule` items that deny a request (tier 2; they win over ``allow``).
+        default: What tier 6 decides: a `PermissionDecision` or its value ("deny" by default).
+        persist: Prefer the agent's ``allow_always``/``reject_always`` options.
+        remember: Remember an "always" answer per session, (kind, title), for later requests.
+
+    Raises:
+        TypeError: a field has the wrong type (a str where a list is expected, a rule that is
+            not a `PermissionRule`, a flag that is not a bool).
+        ValueError: an ``allowed_tool_kinds`` entry is not an ACP tool kind.
     """
 
     allowed_tool_kinds: tuple[str, ...] = ()
@@ -203,7 +347,8 @@ class PermissionPolicy:
         def put(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
 
-        put("allowed_tool_kinds", _strings(allowed_tool_kinds, "allowed_tool_kinds"))
+        kinds = _strings(allowed_tool_kinds, "allowed_tool_kinds")
+        put("allowed_tool_kinds", tuple(tool_kind(k, "allowed_tool_kinds entry") for k in kinds))
         put("allowed_title_prefixes", _strings(allowed_title_prefixes, "allowed_title_prefixes"))
         put("allow", _rules(allow, "allow"))
         put("deny", _rules(deny, "deny"))
@@ -324,6 +469,14 @@ class ClientActivity:
 
 @dataclass(frozen=True)
 class PermissionOption:
+    """One option the agent offers in a permission request.
+
+    Args:
+        option_id: The option's id, sent back when it is chosen.
+        name: Its label for a person.
+        kind: "allow_once", "allow_always", "reject_once" or "reject_always" (as sent).
+    """
+
     option_id: str
     name: str
     kind: str
@@ -391,6 +544,14 @@ class Overflow:
 
 @dataclass(frozen=True)
 class PromptResult:
+    """What a prompt returned.
+
+    Args:
+        response: The reply text (the agent message chunks of the turn, joined).
+        stop_reason: Why the turn ended, as the agent said ("end_turn", "cancelled" ...).
+        overflow: Set when the reply stopped at a `TransferLimits` cap (`Overflow`).
+    """
+
     response: str
     stop_reason: str
     overflow: Overflow | None
@@ -425,6 +586,15 @@ class ReaderStatus:
 
 @dataclass(frozen=True)
 class AuthMethod:
+    """One way to authenticate that the agent offers in ``initialize``.
+
+    Args:
+        id: The id to pass to ``authenticate``.
+        name: Its label.
+        description: What it does ("" when not given).
+        type: "terminal", another string as sent (e.g. "env_var"), "" for agent methods.
+    """
+
     id: str
     name: str
     description: str
@@ -450,6 +620,8 @@ class Initialize:
 
 @dataclass(frozen=True)
 class Mode:
+    """A session mode the agent offers (its ``id``, ``name`` and ``description``)."""
+
     id: str
     name: str
     description: str
@@ -457,12 +629,16 @@ class Mode:
 
 @dataclass(frozen=True)
 class Modes:
+    """A session's current mode id and the modes it offers ("" and () when none)."""
+
     current: str = ""
     available: tuple[Mode, ...] = ()
 
 
 @dataclass(frozen=True)
 class ModelOption:
+    """A model the agent offers for a session (its ``id``, ``name`` and ``description``)."""
+
     id: str
     name: str
     description: str
@@ -482,11 +658,21 @@ class Models:
 
 @dataclass(frozen=True)
 class Text:
+    """A text content block of a prompt."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class Image:
+    """An image content block (needs the agent's ``promptCapabilities.image``).
+
+    Args:
+        mime_type: e.g. "image/png".
+        data: The image, base64-encoded.
+        uri: Where it came from (optional).
+    """
+
     mime_type: str
     data: str
     uri: str = ""
@@ -494,6 +680,14 @@ class Image:
 
 @dataclass(frozen=True)
 class Audio:
+    """An audio content block (needs the agent's ``promptCapabilities.audio``).
+
+    Args:
+        mime_type: e.g. "audio/wav".
+        data: The audio, base64-encoded.
+        uri: Where it came from (optional).
+    """
+
     mime_type: str
     data: str
     uri: str = ""
@@ -501,6 +695,9 @@ class Audio:
 
 @dataclass(frozen=True)
 class TextResource:
+    """An embedded text resource (needs ``promptCapabilities.embeddedContext``): a file's
+    ``uri`` and its ``text``, with an optional ``mime_type``."""
+
     uri: str
     text: str
     mime_type: str = ""
@@ -508,6 +705,9 @@ class TextResource:
 
 @dataclass(frozen=True)
 class BlobResource:
+    """An embedded binary resource (needs ``promptCapabilities.embeddedContext``): its
+    ``uri`` and ``blob`` (base64), with an optional ``mime_type``."""
+
     uri: str
     blob: str
     mime_type: str = ""
@@ -515,6 +715,9 @@ class BlobResource:
 
 @dataclass(frozen=True)
 class ResourceLink:
+    """A link to a resource the agent may fetch itself: ``uri`` and ``name``, optionally
+    ``mime_type``, ``title``, ``description`` and ``size`` in bytes."""
+
     uri: str
     name: str
     mime_type: str = ""

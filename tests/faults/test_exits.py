@@ -36,12 +36,13 @@ def test_exits_after_reading_initialize(watch: Watch) -> None:
 
 
 def test_exits_before_initialize_is_written(watch: Watch) -> None:
-    """The agent is gone before start() writes: the write finds its stdin closed."""
+    """The agent is gone before start() writes: the write finds its stdin closed, which is
+    the same failure to connect as its output ending (first-use.md §1)."""
     client = watch.client("exit 0")
     pid = client.pid
     assert pid is not None
     assert wait_for(lambda: not alive(pid), 5.0)
-    with pytest.raises(acp.AgentTransportFailed, match="stdin is closed"):
+    with pytest.raises(acp.ConnectError, match="stdin is closed"):
         client.start()
     watch.assert_clean()
 

@@ -126,7 +126,8 @@ def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path, client_d
     path = tmp_path / "j.jsonl"
     init = (
         '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
-        '"clientCapabilities":{},"clientInfo":{"name":"acp","title":"acp","version":"1.0.0"}}}'
+        '"clientCapabilities":{},"clientInfo":{"name":"acp-fast","title":"acp-fast",'
+        f'"version":"{acp.__version__}"}}}}}}'
     )
     chunk = (
         '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"r-1","update":'

@@ -153,7 +153,13 @@ impl CoreClient {
             ));
         }
         if self.shared.flags.closed.load(Ordering::SeqCst) {
-            return Err(to_pyerr(py, AcpError::protocol("the client is closed")));
+            // A usage error, not the agent's fault (first-use.md §1): RuntimeError.
+            return Err(to_pyerr(
+                py,
+                AcpError::Misuse(
+                    "the client is closed: close() was called; make a new client".into(),
+                ),
+            ));
         }
         let guard = match self.call.try_lock() {
             Ok(guard) => guard,
@@ -430,6 +436,7 @@ impl CoreClient {
             on_received: get("on_received")?,
             fold: get("fold")?,
             on_activity: get("on_activity")?,
+            durable: options.getattr("durable")?.is_truthy()?,
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();
@@ -643,6 +650,15 @@ impl CoreClient {
             info.agent_info.clone(),
             info.raw.clone(),
         )))
+    }
+
+    /// The exception that stopped the client (a callback's, a failed start()'s), if any: the
+    /// `__cause__` of the "the client stopped" errors (async.md §3).
+    #[getter]
+    fn stop_cause(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        lock(&self.shared.stop_cause)
+            .as_ref()
+            .map(|cause| cause.clone_ref(py))
     }
 
     /// Whether a stop (a callback raised, Ctrl-C, a start() timeout) ended the client.

@@ -40,6 +40,9 @@ pub(crate) struct Callbacks {
     pub fold: Option<Py<PyAny>>,
     /// `observer.on_activity`: one record per host request (design/host.md §4).
     pub on_activity: Option<Py<PyAny>>,
+    /// `durable=True`: a missing `on_update` or `on_permission_commit` fails the call
+    /// (`MissingDurableObserver`); otherwise what no callback takes is not recorded outside.
+    pub durable: bool,
 }
 
 impl Callbacks {
@@ -404,6 +407,11 @@ impl<'py, 'c> Run<'py, 'c> {
         let decided = driven.conn.decide(ask, reply)?;
         self.failed_session = Some(decided.record.session_id.clone());
         let Some(commit) = &driven.callbacks.permission_commit else {
+            if !driven.callbacks.durable {
+                self.failed_session = None;
+                driven.conn.send(decided);
+                return Ok(());
+            }
             let error = AcpError::MissingDurableObserver(format!(
                 "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
                 decided.record.title
@@ -493,7 +501,11 @@ impl<'py, 'c> Run<'py, 'c> {
                     "the client stopped after {}; only close() is accepted (and request_cancel())",
                     error.description()
                 ));
-                error.into()
+                // The cause of every later "the client stopped" error (async.md §3).
+                let error = crate::errors::to_pyerr(self.py, error);
+                *crate::client::lock(&self.shared.stop_cause) =
+                    Some(error.value(self.py).clone().into_any().unbind());
+                CallError::Python(error)
             }
             Fail::Other(error) => error,
         }
@@ -584,7 +596,7 @@ impl<'py, 'c> Run<'py, 'c> {
             }
         }
         let Some(callback) = &callbacks.on_update else {
-            if callbacks.journal.is_some() {
+            if callbacks.journal.is_some() || !callbacks.durable {
                 return Ok(None);
             }
             let error = AcpError::MissingDurableObserver(format!(

@@ -12,8 +12,8 @@ impl Core {
         }
         let started = self.initialize.is_some();
         if !started && !matches!(request, Request::Initialize) {
-            return Err(AcpError::protocol(
-                "the client is not started: call start() first",
+            return Err(AcpError::Misuse(
+                "the client is not started: call start() first".into(),
             ));
         }
         if started && matches!(request, Request::Initialize) {

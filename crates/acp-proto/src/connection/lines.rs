@@ -198,7 +198,7 @@ impl Core {
         let update_sequence = self.next_update_sequence;
         if update_sequence > limits.update_count {
             return Err(AcpError::UpdateCountCapacityExceeded(format!(
-                "update {update_sequence} would pass transfer_limits.update_count ({}), the most updates this client accepts over its life",
+                "update {update_sequence} would pass transfer_limits.update_count ({}), the most updates this client accepts over its life: raise transfer_limits.update_count or open a new client",
                 limits.update_count
             )));
         }
