@@ -4,19 +4,14 @@ Each ```python block runs in a fresh interpreter, in an empty temporary director
 demo agent (the examples use ``acp.demo_agent_command()``); each ```sh / ```console block of
 ``acp-fast`` commands runs in bash there, with this environment's ``acp-fast`` first on PATH.
 A block marked ``<!-- not run: REASON -->`` is not run; the marked ones are counted and listed
-at the end of the session (see conftest.py). An example that uses a name this build does not
-have yet is an expected failure naming that name, so the suite says exactly what is missing.
+at the end of the session (see conftest.py).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,131 +40,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-# --- what this build has (the examples are written against first-use.md) ---------------------
-
-
-def _has(name: str) -> Callable[[], bool]:
-    def probe() -> bool:
-        import acp_fast
-
-        return hasattr(acp_fast, name)
-
-    return probe
-
-
-def _client_defaults() -> bool:
-    import acp_fast
-
-    parameters = inspect.signature(acp_fast.Client.__init__).parameters
-    # `durable=` arrives with `observer=None` working (first-use.md §1).
-    return "durable" in parameters and all(
-        parameters[name].default is not inspect.Parameter.empty
-        for name in ("reader_limits", "transfer_limits", "transport_epoch")
-    )
-
-
-def _rule_kinds_checked() -> bool:
-    import acp_fast
-
-    try:
-        acp_fast.PermissionRule(kind="wrte")
-    except ValueError:
-        return True
-    return False
-
-
-def _async_aclose() -> bool:
-    import acp_fast
-
-    return hasattr(acp_fast.AsyncClient, "aclose")
-
-
-@functools.cache
-def _help(*argv: str) -> str:
-    try:
-        done = _run([*argv, "--help"], stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
-
-
-def _cli_has(command: str, option: str | None = None) -> Callable[[], bool]:
-    def probe() -> bool:
-        text = _help(os.path.join(BIN, "acp-fast"), *command.split())
-        return bool(text) and (option is None or option in text)
-
-    return probe
-
-
-def _cli_version() -> bool:
-    try:
-        done = _run([os.path.join(BIN, "acp-fast"), "--version"], stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _demo_host_mode() -> bool:
-    return "--host-demo" in _help(sys.executable, "-m", "acp_fast.demo_agent")
-
-
-#: (what the example needs, a pattern of the block's text that means it needs it, the probe).
-NEEDS: list[tuple[str, re.Pattern[str], Callable[[], bool]]] = [
-    (
-        "acp_fast.demo_agent_command()",
-        re.compile(r"demo_agent_command"),
-        _has("demo_agent_command"),
-    ),
-    (
-        "acp_fast.DEFAULT_TRANSFER_LIMITS",
-        re.compile(r"DEFAULT_TRANSFER_LIMITS"),
-        _has("DEFAULT_TRANSFER_LIMITS"),
-    ),
-    (
-        "Client's defaults (reader_limits, transfer_limits, transport_epoch; observer=None)",
-        re.compile(r"\b(Async)?Client\("),
-        _client_defaults,
-    ),
-    ("AsyncClient.aclose()", re.compile(r"\.aclose\(\)"), _async_aclose),
-    (
-        "PermissionRule checking its kind (ValueError)",
-        re.compile(r'PermissionRule\(kind="wrte"\)'),
-        _rule_kinds_checked,
-    ),
-    ("acp-fast chat", re.compile(r"acp-fast chat\b"), _cli_has("chat")),
-    ("acp-fast --version", re.compile(r"acp-fast --version"), _cli_version),
-    (
-        "acp-fast run --timeout",
-        re.compile(r"acp-fast run\b.*--timeout"),
-        _cli_has("run", "--timeout"),
-    ),
-    (
-        "acp-fast run --agent-stderr",
-        re.compile(r"--agent-stderr"),
-        _cli_has("run", "--agent-stderr"),
-    ),
-    ("the demo agent's host mode (--host-demo)", re.compile(r"--host-demo"), _demo_host_mode),
-    (
-        "the demo agent's host mode (acp-fast run --fs writes the file)",
-        re.compile(r"acp-fast run\b.*--fs\b"),
-        _demo_host_mode,
-    ),
-]
-
-
-def missing(block: Block) -> list[str]:
-    """What the block needs that this build lacks."""
-    return [need for need, pattern, probe in NEEDS if pattern.search(block.text) and not probe()]
-
-
 # --- the examples ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.where for block in RUNNABLE])
 def test_example_runs(block: Block, tmp_path: Path) -> None:
-    lacking = missing(block)
-    if lacking:
-        pytest.xfail("needs " + "; ".join(lacking) + " (not in this build)")
     if block.kind == "python":
         script = tmp_path / "example.py"
         script.write_text(block.text, encoding="utf-8")

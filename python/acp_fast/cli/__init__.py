@@ -33,10 +33,9 @@ from collections.abc import Sequence
 import acp_fast
 
 from . import bench, chat, errors, journal, replay, run
-from ._compat import demo_agent_command as default_agent_command
 from .bench import BENCH_SECONDS, BENCH_SIZES, BenchRow, format_bench, run_bench
 from .journal import format_stats, summary
-from .options import Parser
+from .options import Parser, default_agent_command
 from .output import ConsoleObserver
 
 __all__ = [

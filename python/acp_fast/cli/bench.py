@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 import acp_fast
 
-from . import _compat, errors
-from .options import Parser, command_parser
+from . import errors
+from .options import Parser, command_parser, default_agent_command
 
 _MIB = 1024 * 1024
 
@@ -140,7 +140,7 @@ def _bench_size(
         response_segment_count=per_prompt + 1,
     )
     command = [
-        *_compat.demo_agent_command(),
+        *default_agent_command(),
         "--flood-count",
         str(per_prompt),
         "--flood-bytes",

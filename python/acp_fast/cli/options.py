@@ -17,7 +17,11 @@ from acp_fast import _host
 from acp_fast import journal as journal_module
 from acp_fast._text import printable_line
 
-from . import _compat
+
+def default_agent_command() -> list[str]:
+    """The bundled demo agent run by this interpreter, as one command line."""
+    command, args = acp_fast.demo_agent_command()
+    return [command, *args]
 
 
 class Parser(argparse.ArgumentParser):
@@ -159,7 +163,7 @@ def _seconds(text: str) -> float:
 
 def agent_command(parser: Parser, args: argparse.Namespace) -> list[str]:
     if args.agent is None:
-        return _compat.demo_agent_command()
+        return default_agent_command()
     try:
         command = shlex.split(args.agent)
     except ValueError as exc:
@@ -261,7 +265,7 @@ def client_options(
     """`Client`'s keyword options for these arguments."""
     return {
         "reader_limits": acp_fast.DEFAULT_READER_LIMITS,
-        "transfer_limits": _compat.transfer_limits(),
+        "transfer_limits": acp_fast.DEFAULT_TRANSFER_LIMITS,
         "transport_epoch": epoch,
         "permission_policy": permission_policy(parser, args),
         "observer": observer,

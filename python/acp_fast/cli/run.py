@@ -11,7 +11,7 @@ from typing import Any
 import acp_fast
 from acp_fast import journal as journal_module
 
-from . import _compat, agent, errors, options
+from . import agent, errors, options
 from .options import Parser, command_parser
 from .output import ConsoleObserver, Screen, isatty, live_view, say
 
@@ -59,7 +59,7 @@ def run(parser: Parser, args: argparse.Namespace) -> int:
     command = options.agent_command(parser, args)
     options.permission_policy(parser, args)  # usage errors before anything starts
     options.capabilities(parser, args)
-    limit = _compat.transfer_limits().request_bytes - 64 * 1024
+    limit = acp_fast.DEFAULT_TRANSFER_LIMITS.request_bytes - 64 * 1024
     prompt = options.read_prompt(parser, args.prompt, max(limit, 1024))
     try:
         cwd = options.session_cwd(args)
