@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _spawn_args
+from . import telemetry as _telemetry
 from ._client import _ClientBase, _connect_failure, _observer_answer, content_tuple
 from ._core import Update
 from ._errors import AgentProtocolError
@@ -531,7 +532,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
                     failure,
                 )
+            _telemetry.started(self, failure)
             raise failure from error
+        _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())
 
@@ -633,11 +636,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
         typed: bool = True,
     ) -> TurnResult:
         self._bind()
-        begun = self._live.aio_begin_prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
-        status, payload = await self._call(begun, turn_session=session.session_id)
-        return self._turn_result(session.session_id, status, payload, timeout, typed)
+        with _telemetry.turn(self, session.session_id, blocks) as record:
+            begun = self._live.aio_begin_prompt(
+                session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+            )
+            status, payload = await self._call(begun, turn_session=session.session_id)
+            return record(self._turn_result(session.session_id, status, payload, timeout, typed))
 
     # --- shutdown ------------------------------------------------------------------------
 

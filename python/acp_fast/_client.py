@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from . import _core, _shutdown, _spawn_args
+from . import telemetry as _telemetry
 from ._core import Update
 from ._errors import AgentProtocolError, ConnectError, TurnTimeout
 from ._host import activity_callback, capability_tuple
@@ -183,8 +184,14 @@ class _ClientBase(Generic[_S]):
         session_state: Literal["off", "lenient", "strict"] = "off",
         cancel_grace: float = 5.0,
         capabilities: ClientCapabilityConfig | None = None,
+        telemetry: bool | None = None,
     ) -> None:
         self._core: _core.CoreClient | None = None
+        # OpenTelemetry (acp_fast.telemetry): None when off; it observes through the observer.
+        self._telemetry = _telemetry.for_client(telemetry)
+        if self._telemetry is not None:
+            observer = self._telemetry.observe(observer)
+            env = _telemetry.agent_env(env)
         self._setup()
         if isinstance(args, str):
             raise TypeError("args must be a sequence of strings, not a string")
@@ -503,7 +510,9 @@ class Client(_ClientBase[Session]):
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
                     failure,
                 )
+            _telemetry.started(self, failure)
             raise failure from error
+        _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())
 
@@ -605,10 +614,11 @@ class Client(_ClientBase[Session]):
         gated: bool,
         typed: bool = True,
     ) -> TurnResult:
-        status, payload = self._live.prompt(
-            session.session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
-        return self._turn_result(session.session_id, status, payload, timeout, typed)
+        with _telemetry.turn(self, session.session_id, blocks) as record:
+            status, payload = self._live.prompt(
+                session.session_id, content_tuples(blocks, content_tuple), timeout, gated
+            )
+            return record(self._turn_result(session.session_id, status, payload, timeout, typed))
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``

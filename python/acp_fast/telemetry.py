@@ -1,0 +1,660 @@
+"""OpenTelemetry spans and metrics for clients (fleet.md §2), through ``opentelemetry-api``
+only (the ``acp-fast[otel]`` extra): the library never configures an SDK or exporter.
+
+Off by default. ``Client(..., telemetry=True)`` turns it on for one client,
+`instrument()` for every client made afterwards (``telemetry=False`` still opts one out).
+Without ``opentelemetry-api`` installed both are a no-op with one warning.
+
+What a client records (GenAI semantic conventions, Development status):
+
+- a span ``invoke_agent {agent name}`` (kind CLIENT) per ``session/prompt`` turn;
+- a span ``execute_tool {title or kind}`` (INTERNAL, child of the turn) per tool call the
+  agent announced, from ``tool_call`` to its ``completed``/``failed`` update (or the end of
+  the turn), and one per ``fs/*``/``terminal/*`` request the client served;
+- an event ``acp.permission`` on the turn's span per permission decision;
+- histograms ``gen_ai.invoke_agent.duration``, ``gen_ai.execute_tool.duration``,
+  ``acp_fast.turn.updates``, ``acp_fast.turn.bytes``, ``acp_fast.turn.time_to_first_update``,
+  ``acp_fast.agent.start.duration`` and ``acp_fast.pool.claim.duration``.
+
+Message content (prompt, reply, tool arguments and results) is recorded only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``. Agents the client spawns
+with an explicit ``env`` get the host's ``OTEL_*`` variables the caller did not set.
+
+The per-update path does one dictionary lookup and a counter increment; spans, attributes and
+metrics are made per turn, per tool call and per permission, never per update.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "DURATION_BUCKETS",
+    "available",
+    "instrument",
+    "is_instrumented",
+    "uninstrument",
+]
+
+#: The standard opt-in variable for message content.
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: The GenAI conventions' boundaries for operation durations (seconds).
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+#: Counts and sizes (updates, bytes): the conventions' token-usage boundaries (powers of 4).
+COUNT_BUCKETS: tuple[float, ...] = tuple(float(4**i) for i in range(14))
+#: Bounds on what one attribute may hold (agent text is hostile: never unbounded).
+_MAX_ATTRIBUTE = 64 * 1024
+_MAX_OPEN_TOOLS = 1024
+
+_log = logging.getLogger("acp_fast.telemetry")
+_lock = threading.Lock()
+_instrumented = False
+_providers: tuple[Any, Any] = (None, None)
+_warned = False
+_api: Any = None  # False: looked for and missing; else the _Api
+
+
+def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Turns telemetry on for every client made from now on (``telemetry=False`` on a client
+    still turns it off there). The providers default to OpenTelemetry's global ones."""
+    global _instrumented, _providers, _api
+    with _lock:
+        _instrumented = True
+        _providers = (tracer_provider, meter_provider)
+        _api = None  # made again, with these providers, at the next use
+
+
+def uninstrument() -> None:
+    """Undoes `instrument()` for clients made from now on."""
+    global _instrumented, _providers, _api
+    with _lock:
+        _instrumented = False
+        _providers = (None, None)
+        _api = None
+
+
+def is_instrumented() -> bool:
+    return _instrumented
+
+
+def available() -> bool:
+    """Whether ``opentelemetry-api`` can be imported."""
+    return _load() is not None
+
+
+@dataclass
+class _Api:
+    """The API's modules and this library's tracer and instruments (made once)."""
+
+    trace: Any
+    propagate: Any
+    tracer: Any
+    invoke_duration: Any
+    tool_duration: Any
+    turn_updates: Any
+    turn_bytes: Any
+    first_update: Any
+    start_duration: Any
+    claim_duration: Any
+
+
+def _load() -> _Api | None:
+    global _api, _warned
+    api = _api
+    if api is not None:
+        return api or None
+    with _lock:
+        if _api is not None:
+            return _api or None
+        try:
+            from opentelemetry import metrics, propagate, trace
+        except ImportError:
+            _api = False
+            if not _warned:
+                _warned = True
+                warnings.warn(
+                    "acp-fast telemetry is on but opentelemetry-api is not installed: nothing "
+                    "is recorded. Install it with: pip install 'acp-fast[otel]'",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            return None
+        from . import __version__
+
+        tracer_provider, meter_provider = _providers
+        tracer = trace.get_tracer("acp_fast", __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter("acp_fast", __version__, meter_provider=meter_provider)
+
+        def histogram(name: str, unit: str, text: str, buckets: Iterable[float]) -> Any:
+            return meter.create_histogram(
+                name, unit=unit, description=text, explicit_bucket_boundaries_advisory=buckets
+            )
+
+        d, c = list(DURATION_BUCKETS), list(COUNT_BUCKETS)
+        _api = _Api(
+            trace=trace,
+            propagate=propagate,
+            tracer=tracer,
+            invoke_duration=histogram(
+                "gen_ai.invoke_agent.duration", "s", "Duration of an agent's prompt turn", d
+            ),
+            tool_duration=histogram(
+                "gen_ai.execute_tool.duration", "s", "Duration of a tool call", d
+            ),
+            turn_updates=histogram("acp_fast.turn.updates", "{update}", "Updates in a turn", c),
+            turn_bytes=histogram(
+                "acp_fast.turn.bytes", "By", "UTF-8 bytes of a turn's reply text", c
+            ),
+            first_update=histogram(
+                "acp_fast.turn.time_to_first_update",
+                "s",
+                "From writing session/prompt to the turn's first update",
+                d,
+            ),
+            start_duration=histogram(
+                "acp_fast.agent.start.duration",
+                "s",
+                "From spawning an agent to the end of its start() (initialize)",
+                d,
+            ),
+            claim_duration=histogram(
+                "acp_fast.pool.claim.duration", "s", "A pool claim, from asking to an agent", d
+            ),
+        )
+        return _api
+
+
+def _capture_content() -> bool:
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= _MAX_ATTRIBUTE else text[:_MAX_ATTRIBUTE] + "…"
+
+
+def _json(value: Any) -> str:
+    try:
+        return _bounded(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return ""
+
+
+def enabled(flag: bool | None) -> bool:
+    """A client's ``telemetry`` option: True/False as given, None follows `instrument()`."""
+    return _instrumented if flag is None else bool(flag)
+
+
+def record_claim(seconds: float, client_options: Mapping[str, Any]) -> None:
+    """A pool claim's duration, when its clients are instrumented."""
+    if not enabled(client_options.get("telemetry")):
+        return
+    api = _load()
+    if api is not None:
+        api.claim_duration.record(seconds)
+
+
+def agent_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """The environment of a spawned agent: with an explicit ``env``, the host's ``OTEL_*``
+    variables the caller did not set are added (None inherits them anyway)."""
+    if env is None:
+        return None
+    merged = dict(env)
+    for name, value in os.environ.items():
+        if name.startswith("OTEL_") and name not in merged:
+            merged[name] = value
+    return merged
+
+
+def for_client(flag: bool | None) -> ClientTelemetry | None:
+    """The recorder of one client, or None when telemetry is off or the API is missing."""
+    if not enabled(flag):
+        return None
+    api = _load()
+    return None if api is None else ClientTelemetry(api)
+
+
+@dataclass(eq=False)
+class _Turn:
+    span: Any
+    context: Any
+    began: float
+    updates: int = 0
+    first: float | None = None
+    tools: dict[str, tuple[Any, float]] = field(default_factory=dict)
+
+
+class ClientTelemetry:
+    """What one client records. Callbacks run on the client's driving thread (or loop)."""
+
+    def __init__(self, api: _Api) -> None:
+        self._api = api
+        self._turns: dict[str, _Turn] = {}
+        self._spawned = time.perf_counter()
+        self._names: tuple[str, str] | None = None
+        self._attributes: dict[str, Any] = {}
+        #: Whether tool calls are seen as they happen (a plain `on_update` of the caller's).
+        self.live_tools = False
+
+    # --- the observer ----------------------------------------------------------------------
+
+    def observe(self, observer: Any) -> Any:
+        """An observer that records and then calls ``observer``'s callbacks (any it lacks are
+        left out, except the three this needs)."""
+        return _Observed(self, observer)
+
+    def _update(self, update: Any) -> None:
+        turn = self._turns.get(update.session_id)
+        if turn is None:
+            return
+        turn.updates += 1
+        if turn.first is None:
+            turn.first = time.perf_counter()
+        if update.tool_call_id is not None:
+            try:
+                self._tool_update(turn, update)
+            except Exception:  # telemetry must never stop the client
+                _log.exception("acp-fast telemetry: recording a tool call failed")
+
+    def _tool_update(self, turn: _Turn, update: Any) -> None:
+        try:
+            body = update.json()
+        except ValueError:
+            return
+        if not isinstance(body, dict):
+            return
+        call_id = update.tool_call_id
+        status = body.get("status")
+        opened = turn.tools.get(call_id)
+        if opened is None and update.session_update == "tool_call":
+            if len(turn.tools) >= _MAX_OPEN_TOOLS:
+                return  # bounded: a flood of unfinished calls gets no more spans
+            title = body.get("title") if isinstance(body.get("title"), str) else ""
+            kind = body.get("kind") if isinstance(body.get("kind"), str) else "other"
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": _bounded(title or kind),
+                "gen_ai.tool.call.id": _bounded(call_id),
+                # Run by the agent, not the client (the conventions' "extension").
+                "gen_ai.tool.type": "extension",
+                "acp.tool.kind": _bounded(kind),
+                **self._attributes,
+            }
+            if _capture_content() and "rawInput" in body:
+                attributes["gen_ai.tool.call.arguments"] = _json(body["rawInput"])
+            span = self._api.tracer.start_span(
+                f"execute_tool {_bounded(title or kind)}",
+                context=turn.context,
+                kind=self._api.trace.SpanKind.INTERNAL,
+                attributes=attributes,
+            )
+            opened = (span, time.perf_counter())
+            turn.tools[call_id] = opened
+        if opened is None or status not in ("completed", "failed"):
+            return
+        span, began = opened
+        del turn.tools[call_id]
+        if _capture_content() and "rawOutput" in body:
+            span.set_attribute("gen_ai.tool.call.result", _json(body["rawOutput"]))
+        self._end_tool(span, began, status)
+
+    def _end_tool(self, span: Any, began: float, status: str) -> None:
+        trace = self._api.trace
+        attributes = {"gen_ai.operation.name": "execute_tool", **self._attributes}
+        span.set_attribute("acp.tool.status", status)
+        if status == "failed":
+            span.set_attribute("error.type", "tool_failed")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool call failed"))
+            attributes["error.type"] = "tool_failed"
+        span.end()
+        self._api.tool_duration.record(time.perf_counter() - began, attributes)
+
+    def _permission(self, request: Any) -> None:
+        turn = self._turns.get(request.session_id)
+        if turn is None:
+            return
+        turn.span.add_event(
+            "acp.permission",
+            {
+                "acp.permission.tier": request.reason,
+                "acp.permission.decision": request.decision,
+                "acp.permission.outcome": request.outcome,
+                "acp.permission.option": request.option_id,
+                "acp.permission.option_kind": request.option_kind,
+                "gen_ai.tool.call.id": _bounded(request.tool_call_id),
+                "acp.tool.kind": request.tool_kind,
+            },
+        )
+
+    def _activity(self, activity: Any) -> None:
+        """A host request the client served: a span of its own under the turn (the core reports
+        it once answered, so the span marks the answer; its duration is not measured)."""
+        turn = self._turns.get(activity.session_id)
+        method = str(activity.method.value if hasattr(activity.method, "value") else activity.method)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": method,
+            "gen_ai.tool.type": "function",
+            "acp.activity.allowed": activity.allowed,
+            **self._attributes,
+        }
+        if activity.path is not None:
+            attributes["acp.activity.path"] = _bounded(activity.path)
+        if activity.terminal_id is not None:
+            attributes["acp.activity.terminal_id"] = _bounded(activity.terminal_id)
+        if activity.command is not None and _capture_content():
+            attributes["gen_ai.tool.call.arguments"] = _bounded(activity.command)
+        error = None
+        if not activity.allowed:
+            error = "refused"
+            attributes["acp.activity.reason"] = _bounded(activity.reason or "")
+        elif activity.error_code is not None:
+            error = str(activity.error_code)
+        trace = self._api.trace
+        span = self._api.tracer.start_span(
+            f"execute_tool {method}",
+            context=None if turn is None else turn.context,
+            kind=trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        if error is not None:
+            span.set_attribute("error.type", error)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+        span.end()
+
+    # --- the client's hooks ------------------------------------------------------------------
+
+    def started(self, client: Any, error: BaseException | None = None) -> None:
+        """After ``start()``: the agent's start duration, and its names for the spans."""
+        attributes: dict[str, Any] = {}
+        if error is not None:
+            attributes["error.type"] = type(error).__name__
+        else:
+            self._agent_names(client)
+            attributes.update(self._attributes)
+        self._api.start_duration.record(time.perf_counter() - self._spawned, attributes)
+
+    def _agent_names(self, client: Any) -> tuple[str, str]:
+        if self._names is None:
+            info = client.initialize.agent_info
+            name = version = ""
+            if isinstance(info, dict):
+                name = info.get("name") if isinstance(info.get("name"), str) else ""
+                version = info.get("version") if isinstance(info.get("version"), str) else ""
+            name = _bounded(name or client.agent_id)
+            self._names = (name, _bounded(version))
+            self._attributes = {"gen_ai.provider.name": f"acp.{name}", "gen_ai.agent.name": name}
+            if version:
+                self._attributes["gen_ai.agent.version"] = version
+        return self._names
+
+    def begin_turn(self, client: Any, session_id: str, content: Any) -> _Turn:
+        name, _ = self._agent_names(client)
+        api = self._api
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.conversation.id": _bounded(session_id),
+            **self._attributes,
+        }
+        if _capture_content():
+            attributes["gen_ai.input.messages"] = _json(
+                [{"role": "user", "parts": _parts(content)}]
+            )
+        span = api.tracer.start_span(
+            f"invoke_agent {name}", kind=api.trace.SpanKind.CLIENT, attributes=attributes
+        )
+        turn = _Turn(span, api.trace.set_span_in_context(span), time.perf_counter())
+        self._turns[session_id] = turn
+        return turn
+
+    def meta(self, turn: _Turn) -> dict[str, str]:
+        """``traceparent``/``tracestate`` of the turn's span, for ``params._meta``."""
+        carrier: dict[str, str] = {}
+        self._api.propagate.inject(carrier, context=turn.context)
+        return carrier
+
+    def end_turn(
+        self, session_id: str, turn: _Turn, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        if self._turns.get(session_id) is turn:
+            del self._turns[session_id]
+        try:
+            self._end_turn(turn, result, error)
+        except Exception:  # telemetry must never fail the call
+            _log.exception("acp-fast telemetry: ending a turn's span failed")
+
+    def _turn_tools(self, turn: _Turn, calls: Iterable[Any]) -> None:
+        """The turn's tool calls as spans when they were not seen live: their final state, at
+        the end of the turn (``acp.tool.timed`` False: no duration was measured)."""
+        trace = self._api.trace
+        for call in list(calls)[:_MAX_OPEN_TOOLS]:
+            title = call.title if isinstance(call.title, str) else ""
+            kind = call.kind if isinstance(getattr(call, "kind", None), str) else "other"
+            status = call.status if isinstance(getattr(call, "status", None), str) else ""
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": _bounded(title or kind),
+                "gen_ai.tool.call.id": _bounded(call.tool_call_id),
+                "gen_ai.tool.type": "extension",
+                "acp.tool.kind": _bounded(kind),
+                "acp.tool.status": _bounded(status),
+                "acp.tool.timed": False,
+                **self._attributes,
+            }
+            span = self._api.tracer.start_span(
+                f"execute_tool {_bounded(title or kind)}",
+                context=turn.context,
+                kind=trace.SpanKind.INTERNAL,
+                attributes=attributes,
+            )
+            if status == "failed":
+                span.set_attribute("error.type", "tool_failed")
+                span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool call failed"))
+            span.end()
+
+    def _end_turn(self, turn: _Turn, result: Any, error: BaseException | None) -> None:
+        api = self._api
+        span = turn.span
+        now = time.perf_counter()
+        metric = {"gen_ai.operation.name": "invoke_agent", **self._attributes}
+        for tool, began in turn.tools.values():  # calls the agent never finished
+            self._end_tool(tool, began, "unfinished")
+        if error is not None:
+            result = getattr(error, "result", None)  # a late TurnTimeout carries the turn
+            kind = type(error).__name__
+            span.set_attribute("error.type", kind)
+            span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, _bounded(str(error))))
+            metric["error.type"] = kind
+        if result is not None and not self.live_tools:
+            self._turn_tools(turn, getattr(result, "tool_calls", ()))
+        if result is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [_bounded(result.stop_reason)])
+            usage = getattr(result, "usage", None)
+            if usage is not None:
+                span.set_attribute("acp.usage.used", int(usage.used))
+                span.set_attribute("acp.usage.size", int(usage.size))
+                cost = getattr(usage, "cost", None)
+                if cost is not None and hasattr(cost, "amount"):
+                    span.set_attribute("acp.usage.cost.amount", float(cost.amount))
+                    span.set_attribute("acp.usage.cost.currency", _bounded(str(cost.currency)))
+            reply = result.response
+            if _capture_content():
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    _json(
+                        [
+                            {
+                                "role": "assistant",
+                                "parts": [{"type": "text", "content": reply}],
+                                "finish_reason": result.stop_reason,
+                            }
+                        ]
+                    ),
+                )
+            api.turn_bytes.record(len(reply.encode("utf-8", "surrogatepass")), metric)
+        span.set_attribute("acp.turn.updates", turn.updates)
+        span.end()
+        api.invoke_duration.record(now - turn.began, metric)
+        api.turn_updates.record(turn.updates, metric)
+        if turn.first is not None:
+            api.first_update.record(turn.first - turn.began, metric)
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        text = getattr(block, "text", None)
+        if isinstance(text, str):
+            parts.append({"type": "text", "content": text})
+        else:
+            parts.append({"type": type(block).__name__})
+    return parts
+
+
+def _safe(record: Any) -> Any:
+    """``record`` made harmless: telemetry never stops the client it observes."""
+
+    def safe(value: Any) -> None:
+        try:
+            record(value)
+        except Exception:
+            _log.exception("acp-fast telemetry: recording failed")
+
+    return safe
+
+
+def _journal_hook(on_update: Any) -> bool:
+    """Whether ``on_update`` is a journal writer's own ``update`` (the core records into the
+    journal directly then: wrapping it would lose that path)."""
+    from . import _core
+
+    owner = getattr(on_update, "__self__", None)
+    return getattr(on_update, "__name__", "") == "update" and isinstance(
+        owner, _core.JournalWriter | _core.SqliteWriter
+    )
+
+
+class _Observed:
+    """The client's observer as the core sees it: telemetry first, then the caller's. A
+    callback the caller did not give is not added (the durable-observer rule still fails a
+    client without ``on_update``/``on_permission_commit``), except ``on_activity``; a journal's
+    ``on_update`` is left as it is. Without a live ``on_update`` the turn's tool calls become
+    spans when the turn ends, from its `TurnResult`."""
+
+    def __init__(self, telemetry: ClientTelemetry, observer: Any) -> None:
+        has = observer is not None
+        for name in ("on_permission", "on_sent", "on_received"):
+            value = getattr(observer, name, None) if has else None
+            if value is not None:
+                setattr(self, name, value)
+        record_update = telemetry._update
+        record_permission = _safe(telemetry._permission)
+        record_activity = _safe(telemetry._activity)
+        user_update = getattr(observer, "on_update", None) if has else None
+        user_commit = getattr(observer, "on_permission_commit", None) if has else None
+        user_activity = getattr(observer, "on_activity", None) if has else None
+
+        if user_update is not None and _journal_hook(user_update):
+            self.on_update = user_update
+        elif user_update is not None:
+            telemetry.live_tools = True
+
+            def on_update(update: Any) -> None:
+                user_update(update)
+                record_update(update)
+
+            self.on_update = on_update
+
+        if user_commit is not None:
+
+            def on_permission_commit(request: Any) -> None:
+                record_permission(request)
+                user_commit(request)
+
+            self.on_permission_commit = on_permission_commit
+
+        def on_activity(activity: Any) -> None:
+            record_activity(activity)
+            if user_activity is not None:
+                user_activity(activity)
+
+        self.on_activity = on_activity
+
+
+# --- the client's wiring: one line each where the client calls them ----------------------------
+
+
+class _TurnScope:
+    """``with turn(...) as record: return record(result)``: the turn's span around a prompt."""
+
+    __slots__ = ("_client", "_content", "_record", "_result", "_session_id", "_turn")
+
+    def __init__(self, record: ClientTelemetry, client: Any, session_id: str, content: Any):
+        self._record = record
+        self._client = client
+        self._session_id = session_id
+        self._content = content
+        self._result: Any = None
+        self._turn: _Turn | None = None
+
+    def __enter__(self) -> Any:
+        try:
+            self._turn = self._record.begin_turn(self._client, self._session_id, self._content)
+        except Exception:
+            _log.exception("acp-fast telemetry: starting a turn's span failed")
+        return self._done
+
+    def _done(self, result: Any) -> Any:
+        self._result = result
+        return result
+
+    def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
+        if self._turn is not None:
+            self._record.end_turn(self._session_id, self._turn, self._result, error)
+
+
+class _NoScope:
+    __slots__ = ()
+
+    def __enter__(self) -> Any:
+        return _identity
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _identity(result: Any) -> Any:
+    return result
+
+
+_NO_SCOPE = _NoScope()
+
+
+def turn(client: Any, session_id: str, content: Any) -> Any:
+    """The scope of one prompt turn of ``client`` (nothing when its telemetry is off)."""
+    record = client._telemetry
+    if record is None:
+        return _NO_SCOPE
+    return _TurnScope(record, client, session_id, content)
+
+
+def started(client: Any, error: BaseException | None = None) -> None:
+    """After a client's ``start()`` (``error``: it failed)."""
+    record = client._telemetry
+    if record is not None:
+        try:
+            record.started(client, error)
+        except Exception:
+            _log.exception("acp-fast telemetry: recording a start failed")
