@@ -10,7 +10,16 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._async import AsyncClient, AsyncSession
-from ._common import Options, PoolKey, PoolStats, State, check_options, closes_sessions, log
+from ._common import (
+    Options,
+    PoolKey,
+    PoolStats,
+    State,
+    check_options,
+    closes_sessions,
+    died_at_call,
+    log,
+)
 from ._common import pid_exited as _pid_exited
 
 #: How long `session()`'s exit waits for `session/close` before giving up on reuse (seconds).
@@ -135,17 +144,9 @@ class AsyncPool:
     ) -> AsyncIterator[AsyncSession]:
         """Claims a client and opens a session on it (``session/new`` with the task's ``cwd``
         and MCP servers); on exit the session is closed and the client released."""
-        client = await self.claim(timeout=timeout)
-        try:
-            session = await client.new_session(
-                cwd, mcp_servers=mcp_servers, additional_directories=additional_directories
-            )
-        except BaseException:
-            self._state.claimed.discard(client)
-            self._state.forget(client)
-            client.close()
-            self._refill()
-            raise
+        client, session = await self._claim_session(
+            cwd, mcp_servers, tuple(additional_directories), timeout
+        )
         try:
             yield session
         finally:
@@ -156,6 +157,37 @@ class AsyncPool:
                     log.info("pool: session/close failed, not reusing the client: %s", error)
                     client.close()
             self.release(client)
+
+    async def _claim_session(
+        self,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        directories: tuple[str, ...],
+        timeout: float | None,
+    ) -> tuple[AsyncClient, AsyncSession]:
+        """Claims and opens a session; a spare found dead at ``session/new`` is evicted and the
+        next one tried (as `Pool.session`)."""
+        state = self._state
+        for attempt in range(self._options.max_total + 1):
+            client = await self.claim(timeout=timeout)
+            try:
+                session = await client.new_session(
+                    cwd, mcp_servers=mcp_servers, additional_directories=directories
+                )
+            except BaseException as error:
+                dead = died_at_call(client, error)
+                state.claimed.discard(client)
+                state.forget(client)
+                if dead:
+                    state.counters.evicted += 1
+                client.close()
+                self._refill()
+                if not dead or attempt == self._options.max_total:
+                    raise
+                log.info("pool: a claimed agent was dead at session/new; trying the next one")
+                continue
+            return client, session
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Closes every spare and every claimed client; idempotent."""

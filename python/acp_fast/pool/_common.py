@@ -200,6 +200,21 @@ def pid_exited(pid: int | None) -> bool:
     return result is not None
 
 
+def died_at_call(client: Any, error: BaseException) -> bool:
+    """Whether a call failed because the agent was already dead: its output ended (an
+    `AgentProtocolError` without an error code) and its process is gone."""
+    from .._errors import AgentProtocolError
+
+    if not isinstance(error, AgentProtocolError) or error.code is not None:
+        return False
+    deadline = time.monotonic() + 1.0
+    while not pid_exited(client.pid):  # the exit follows the output's end closely
+        if time.monotonic() >= deadline:
+            return "output ended" in str(error)
+        time.sleep(0.01)
+    return True
+
+
 def closes_sessions(client: Any) -> bool:
     """Whether the agent advertised ``session/close`` (reuse needs it)."""
     capabilities = client.initialize.agent_capabilities

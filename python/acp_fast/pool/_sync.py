@@ -15,7 +15,16 @@ from typing import Any
 from .._client import Client
 from .._errors import AcpError
 from .._session import Session
-from ._common import Options, PoolKey, PoolStats, State, check_options, closes_sessions, log
+from ._common import (
+    Options,
+    PoolKey,
+    PoolStats,
+    State,
+    check_options,
+    closes_sessions,
+    died_at_call,
+    log,
+)
 from ._common import pid_exited as _pid_exited
 
 
@@ -147,18 +156,9 @@ class Pool:
     ) -> Iterator[Session]:
         """Claims a client and opens a session on it (``session/new`` with the task's ``cwd``
         and MCP servers); on exit the session is closed and the client released."""
-        client = self.claim(timeout=timeout)
-        try:
-            session = client.new_session(
-                cwd, mcp_servers=mcp_servers, additional_directories=additional_directories
-            )
-        except BaseException:
-            with self._lock:
-                self._state.claimed.discard(client)
-                self._state.forget(client)
-                self._refill()
-            client.close()
-            raise
+        client, session = self._claim_session(
+            cwd, mcp_servers, tuple(additional_directories), timeout
+        )
         try:
             yield session
         finally:
@@ -169,6 +169,38 @@ class Pool:
                     log.info("pool: session/close failed, not reusing the client: %s", error)
                     client.close()
             self.release(client)
+
+    def _claim_session(
+        self,
+        cwd: str | os.PathLike[str] | None,
+        mcp_servers: Iterable[Any] | None,
+        directories: tuple[str, ...],
+        timeout: float | None,
+    ) -> tuple[Client, Session]:
+        """Claims and opens a session. A spare whose agent turns out dead at ``session/new``
+        (its output ended between calls, which only a call can see) is evicted and the next one
+        tried, at most ``max_total`` times; any other failure is raised."""
+        for attempt in range(self._options.max_total + 1):
+            client = self.claim(timeout=timeout)
+            try:
+                session = client.new_session(
+                    cwd, mcp_servers=mcp_servers, additional_directories=directories
+                )
+            except BaseException as error:
+                dead = died_at_call(client, error)
+                with self._lock:
+                    self._state.claimed.discard(client)
+                    self._state.forget(client)
+                    if dead:
+                        self._state.counters.evicted += 1
+                    self._refill()
+                client.close()
+                if not dead or attempt == self._options.max_total:
+                    raise
+                log.info("pool: a claimed agent was dead at session/new; trying the next one")
+                continue
+            return client, session
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Closes every spare and every claimed client; idempotent, any thread."""
@@ -257,23 +289,9 @@ class Pool:
         with self._lock:
             epoch = state.error_epoch
         while True:
+            client = self._take_one()
             with self._lock:
                 self._check_open()
-                candidates = list(state.idle)
-                state.idle.clear()
-            # The liveness check reads the spares' pipes: outside the lock.
-            client, rest, evicted = _first_alive(state, candidates)
-            for dead in evicted:
-                dead.close()
-            with self._lock:
-                for gone in evicted:
-                    state.counters.evicted += 1
-                    state.forget(gone)
-                if state.closed:
-                    if client is not None:
-                        client.close()  # close() ran meanwhile: it was still owned, so closed too
-                    self._check_open()
-                state.idle.extendleft(reversed(rest))
                 if client is not None:
                     state.claimed.add(client)
                     if waited:
@@ -309,6 +327,33 @@ class Pool:
                 state.cold += 1
             return self._cold()
 
+    def _take_one(self) -> Client | None:
+        """The next live, unexpired spare, or None. Spares are taken out one at a time and
+        checked without the lock (the check reads the spare's pipe), so concurrent claims
+        each take a different spare and never find the idle list emptied by another."""
+        state = self._state
+        o = self._options
+        while True:
+            with self._lock:
+                self._check_open()
+                if not state.idle:
+                    return None
+                spare = state.idle.popleft()
+            why = spare.expired(time.monotonic(), o.max_age, o.idle_ttl)
+            if why is None and not _alive(spare.client):
+                why = "dead (its process exited or its output ended)"
+            if why is None:
+                with self._lock:
+                    if not state.closed:
+                        return spare.client
+                spare.client.close()  # close() ran meanwhile (it was owned: closed already)
+                self._check_open()
+            log.info("pool: evicting a spare (pid %s): %s", spare.client.pid, why)
+            with self._lock:
+                state.counters.evicted += 1
+                state.forget(spare.client)
+            spare.client.close()
+
     def _cold(self) -> Client:
         state = self._state
         try:
@@ -325,30 +370,6 @@ class Pool:
             state.claimed.add(client)
             state.counters.misses += 1
         return client
-
-
-def _first_alive(state: State, candidates: list[Any]) -> tuple[Client | None, list[Any], list[Client]]:
-    """Checks spares taken out of the pool, in order: the first live one, the spares not
-    needed (to put back) and the evicted ones. Run without the lock: the candidates are out of
-    the idle list, so no other claimer checks the same spare."""
-    chosen: Client | None = None
-    evicted: list[Client] = []
-    o = state.options
-    rest: list[Any] = []
-    now = time.monotonic()
-    for spare in candidates:
-        if chosen is not None:
-            rest.append(spare)
-            continue
-        why = spare.expired(now, o.max_age, o.idle_ttl)
-        if why is None and not _alive(spare.client):
-            why = "dead (its process exited or its output ended)"
-        if why is None:
-            chosen = spare.client
-        else:
-            log.info("pool: evicting a spare (pid %s): %s", spare.client.pid, why)
-            evicted.append(spare.client)
-    return chosen, rest, evicted
 
 
 def _keep(ref: weakref.ref[Pool], stop: threading.Event) -> None:
