@@ -34,7 +34,9 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+_T = TypeVar("_T")
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -113,10 +115,10 @@ def _load() -> _Api | None:
     global _api, _warned
     api = _api
     if api is not None:
-        return api or None
+        return api if isinstance(api, _Api) else None
     with _lock:
         if _api is not None:
-            return _api or None
+            return _api if isinstance(_api, _Api) else None
         try:
             from opentelemetry import metrics, propagate, trace
         except ImportError:
@@ -136,7 +138,7 @@ def _load() -> _Api | None:
         tracer = trace.get_tracer("acp_fast", __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter("acp_fast", __version__, meter_provider=meter_provider)
 
-        def histogram(name: str, unit: str, text: str, buckets: Iterable[float]) -> Any:
+        def histogram(name: str, unit: str, text: str, buckets: list[float]) -> Any:
             return meter.create_histogram(
                 name, unit=unit, description=text, explicit_bucket_boundaries_advisory=buckets
             )
@@ -172,7 +174,11 @@ def _load() -> _Api | None:
                 "acp_fast.pool.claim.duration", "s", "A pool claim, from asking to an agent", d
             ),
         )
-        return _api
+        return _api if isinstance(_api, _Api) else None
+
+
+def _text(value: object, default: str) -> str:
+    return value if isinstance(value, str) else default
 
 
 def _capture_content() -> bool:
@@ -279,8 +285,8 @@ class ClientTelemetry:
         if opened is None and update.session_update == "tool_call":
             if len(turn.tools) >= _MAX_OPEN_TOOLS:
                 return  # bounded: a flood of unfinished calls gets no more spans
-            title = body.get("title") if isinstance(body.get("title"), str) else ""
-            kind = body.get("kind") if isinstance(body.get("kind"), str) else "other"
+            title = _text(body.get("title"), "")
+            kind = _text(body.get("kind"), "other")
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": _bounded(title or kind),
@@ -340,7 +346,9 @@ class ClientTelemetry:
         """A host request the client served: a span of its own under the turn (the core reports
         it once answered, so the span marks the answer; its duration is not measured)."""
         turn = self._turns.get(activity.session_id)
-        method = str(activity.method.value if hasattr(activity.method, "value") else activity.method)
+        method = str(
+            activity.method.value if hasattr(activity.method, "value") else activity.method
+        )
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": method,
@@ -389,8 +397,8 @@ class ClientTelemetry:
             info = client.initialize.agent_info
             name = version = ""
             if isinstance(info, dict):
-                name = info.get("name") if isinstance(info.get("name"), str) else ""
-                version = info.get("version") if isinstance(info.get("version"), str) else ""
+                name = _text(info.get("name"), "")
+                version = _text(info.get("version"), "")
             name = _bounded(name or client.agent_id)
             self._names = (name, _bounded(version))
             self._attributes = {"gen_ai.provider.name": f"acp.{name}", "gen_ai.agent.name": name}
@@ -596,6 +604,10 @@ class _Observed:
 # --- the client's wiring: one line each where the client calls them ----------------------------
 
 
+class _Record(Protocol):
+    def __call__(self, result: _T, /) -> _T: ...
+
+
 class _TurnScope:
     """``with turn(...) as record: return record(result)``: the turn's span around a prompt."""
 
@@ -609,14 +621,14 @@ class _TurnScope:
         self._result: Any = None
         self._turn: _Turn | None = None
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> _Record:
         try:
             self._turn = self._record.begin_turn(self._client, self._session_id, self._content)
         except Exception:
             _log.exception("acp-fast telemetry: starting a turn's span failed")
         return self._done
 
-    def _done(self, result: Any) -> Any:
+    def _done(self, result: _T) -> _T:
         self._result = result
         return result
 
@@ -628,21 +640,21 @@ class _TurnScope:
 class _NoScope:
     __slots__ = ()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> _Record:
         return _identity
 
     def __exit__(self, *exc_info: object) -> None:
         return None
 
 
-def _identity(result: Any) -> Any:
+def _identity(result: _T) -> _T:
     return result
 
 
 _NO_SCOPE = _NoScope()
 
 
-def turn(client: Any, session_id: str, content: Any) -> Any:
+def turn(client: Any, session_id: str, content: Any) -> _TurnScope | _NoScope:
     """The scope of one prompt turn of ``client`` (nothing when its telemetry is off)."""
     record = client._telemetry
     if record is None:

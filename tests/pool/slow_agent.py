@@ -2,7 +2,8 @@
 ``initialize`` after ``--init-delay`` seconds, opens sessions, answers a prompt with one chunk
 (optionally after sending ``--tools`` tool calls, with titles of ``--title-bytes``), and
 advertises ``session/close`` with ``--close``. ``--exit-at-init`` makes it exit instead of
-answering ``initialize``; ``--hang-at-init`` makes it never answer; ``--mute-after-init`` closes its stdout after answering. It exits on stdin EOF."""
+answering ``initialize``; ``--hang-at-init`` makes it never answer; ``--mute-after-init``
+closes its stdout after answering. It exits on stdin EOF."""
 
 from __future__ import annotations
 
@@ -89,7 +90,11 @@ def main() -> None:
                 if options.finish_tools:
                     update(
                         sid,
-                        {"sessionUpdate": "tool_call_update", "toolCallId": f"t{n}", "status": "failed"},
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": f"t{n}",
+                            "status": "failed",
+                        },
                     )
             update(
                 sid,

@@ -13,7 +13,7 @@ import acp_fast as acp
 import pytest
 from conftest import is_dead, wait_dead, wait_for
 
-from tests.pool.kit import SLOW_AGENT, demo_pool, options, slow_args
+from tests.pool.kit import demo_pool, options, slow_args
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs Linux (/proc)")
 
@@ -161,7 +161,9 @@ def test_a_missing_program_is_raised_by_the_claim() -> None:
         assert pool.stats().failed >= 1
 
 
-def test_a_failing_agent_is_raised_by_the_claim_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_agent_is_raised_by_the_claim_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with acp.Pool(
         sys.executable,
         args=slow_args("--exit-at-init"),

@@ -7,7 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._async import AsyncClient, AsyncSession
 from ._common import (
@@ -307,7 +307,8 @@ class AsyncPool:
         waited = False
         while True:
             self._check_open()
-            client, evicted = state.take_idle(_alive)
+            taken, evicted = state.take_idle(_alive)
+            client = cast("AsyncClient | None", taken)
             for dead in evicted:
                 dead.close()
             if client is not None:

@@ -237,7 +237,9 @@ class Pool:
     def _refill(self) -> None:
         """Lock held."""
         for _ in range(self._state.starts_due(time.monotonic())):
-            threading.Thread(target=self._start_one, name="acp-fast-pool-start", daemon=True).start()
+            threading.Thread(
+                target=self._start_one, name="acp-fast-pool-start", daemon=True
+            ).start()
 
     def _new_client(self) -> Client:
         o = self._options
@@ -345,7 +347,8 @@ class Pool:
             if why is None:
                 with self._lock:
                     if not state.closed:
-                        return spare.client
+                        chosen: Client = spare.client
+                        return chosen
                 spare.client.close()  # close() ran meanwhile (it was owned: closed already)
                 self._check_open()
             log.info("pool: evicting a spare (pid %s): %s", spare.client.pid, why)
