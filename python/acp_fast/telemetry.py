@@ -259,18 +259,11 @@ class ClientTelemetry:
         left out, except the three this needs)."""
         return _Observed(self, observer)
 
-    def _update(self, update: Any) -> None:
-        turn = self._turns.get(update.session_id)
-        if turn is None:
-            return
-        turn.updates += 1
-        if turn.first is None:
-            turn.first = time.perf_counter()
-        if update.tool_call_id is not None:
-            try:
-                self._tool_update(turn, update)
-            except Exception:  # telemetry must never stop the client
-                _log.exception("acp-fast telemetry: recording a tool call failed")
+    def _tool_update_safe(self, turn: _Turn, update: Any) -> None:
+        try:
+            self._tool_update(turn, update)
+        except Exception:  # telemetry must never stop the client
+            _log.exception("acp-fast telemetry: recording a tool call failed")
 
     def _tool_update(self, turn: _Turn, update: Any) -> None:
         try:
@@ -567,7 +560,6 @@ class _Observed:
             value = getattr(observer, name, None) if has else None
             if value is not None:
                 setattr(self, name, value)
-        record_update = telemetry._update
         record_permission = _safe(telemetry._permission)
         record_activity = _safe(telemetry._activity)
         user_update = getattr(observer, "on_update", None) if has else None
@@ -578,10 +570,20 @@ class _Observed:
             self.on_update = user_update
         elif user_update is not None:
             telemetry.live_tools = True
+            # The one per-update cost: one call, a lookup, a counter (`_update`, inlined).
+            turns_get = telemetry._turns.get
+            clock = time.perf_counter
+            tool_update = telemetry._tool_update_safe
 
             def on_update(update: Any) -> None:
                 user_update(update)
-                record_update(update)
+                turn = turns_get(update.session_id)
+                if turn is not None:
+                    turn.updates += 1
+                    if turn.first is None:
+                        turn.first = clock()
+                    if update.tool_call_id is not None:
+                        tool_update(turn, update)
 
             self.on_update = on_update
 
