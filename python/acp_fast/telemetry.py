@@ -20,7 +20,8 @@ Message content (prompt, reply, tool arguments and results) is recorded only whe
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``. Agents the client spawns
 with an explicit ``env`` get the host's ``OTEL_*`` variables the caller did not set.
 
-The per-update path does one dictionary lookup and a counter increment; spans, attributes and
+The per-update path is one call and two tests (a turn awaiting its first update, a tool call's
+update); the turn's update count is the core's, read once per turn; spans, attributes and
 metrics are made per turn, per tool call and per permission, never per update.
 """
 
@@ -235,6 +236,8 @@ class _Turn:
     span: Any
     context: Any
     began: float
+    #: The client's update sequence when the turn began (the core's count, read per turn).
+    sequence: int = 0
     updates: int = 0
     first: float | None = None
     tools: dict[str, tuple[Any, float]] = field(default_factory=dict)
@@ -246,6 +249,9 @@ class ClientTelemetry:
     def __init__(self, api: _Api) -> None:
         self._api = api
         self._turns: dict[str, _Turn] = {}
+        #: Turns still waiting for their first update: while it is 0, an update that is not a
+        #: tool call costs the observer one test and nothing else.
+        self._awaiting_first = [0]
         self._spawned = time.perf_counter()
         self._names: tuple[str, str] | None = None
         self._attributes: dict[str, Any] = {}
@@ -259,11 +265,19 @@ class ClientTelemetry:
         left out, except the three this needs)."""
         return _Observed(self, observer)
 
-    def _tool_update_safe(self, turn: _Turn, update: Any) -> None:
+    def _seen(self, update: Any) -> None:
+        """An update that is a tool call's, or arrived while a turn awaits its first."""
         try:
-            self._tool_update(turn, update)
+            turn = self._turns.get(update.session_id)
+            if turn is None:
+                return
+            if turn.first is None:
+                turn.first = time.perf_counter()
+                self._awaiting_first[0] -= 1
+            if update.tool_call_id is not None:
+                self._tool_update(turn, update)
         except Exception:  # telemetry must never stop the client
-            _log.exception("acp-fast telemetry: recording a tool call failed")
+            _log.exception("acp-fast telemetry: recording an update failed")
 
     def _tool_update(self, turn: _Turn, update: Any) -> None:
         try:
@@ -415,6 +429,8 @@ class ClientTelemetry:
             f"invoke_agent {name}", kind=api.trace.SpanKind.CLIENT, attributes=attributes
         )
         turn = _Turn(span, api.trace.set_span_in_context(span), time.perf_counter())
+        turn.sequence = client.next_update_sequence
+        self._awaiting_first[0] += 1
         self._turns[session_id] = turn
         return turn
 
@@ -425,10 +441,23 @@ class ClientTelemetry:
         return carrier
 
     def end_turn(
-        self, session_id: str, turn: _Turn, result: Any = None, error: BaseException | None = None
+        self,
+        client: Any,
+        session_id: str,
+        turn: _Turn,
+        result: Any = None,
+        error: BaseException | None = None,
     ) -> None:
         if self._turns.get(session_id) is turn:
             del self._turns[session_id]
+        if turn.first is None:
+            self._awaiting_first[0] -= 1
+        try:
+            # Every update the client received during the turn (the core counts them): the
+            # turn's own when its session is the only one busy.
+            turn.updates = client.next_update_sequence - turn.sequence
+        except Exception:
+            turn.updates = 0
         try:
             self._end_turn(turn, result, error)
         except Exception:  # telemetry must never fail the call
@@ -502,7 +531,9 @@ class ClientTelemetry:
                         ]
                     ),
                 )
-            api.turn_bytes.record(len(reply.encode("utf-8", "surrogatepass")), metric)
+            # isascii() is O(1) in CPython: a large ASCII reply is not copied to be measured.
+            size = len(reply) if reply.isascii() else len(reply.encode("utf-8", "surrogatepass"))
+            api.turn_bytes.record(size, metric)
         span.set_attribute("acp.turn.updates", turn.updates)
         span.end()
         api.invoke_duration.record(now - turn.began, metric)
@@ -570,20 +601,15 @@ class _Observed:
             self.on_update = user_update
         elif user_update is not None:
             telemetry.live_tools = True
-            # The one per-update cost: one call, a lookup, a counter (`_update`, inlined).
-            turns_get = telemetry._turns.get
-            clock = time.perf_counter
-            tool_update = telemetry._tool_update_safe
+            # The one per-update cost: a call and two tests; the rest only for tool calls and
+            # a turn's first update.
+            awaiting = telemetry._awaiting_first
+            seen = telemetry._seen
 
             def on_update(update: Any) -> None:
                 user_update(update)
-                turn = turns_get(update.session_id)
-                if turn is not None:
-                    turn.updates += 1
-                    if turn.first is None:
-                        turn.first = clock()
-                    if update.tool_call_id is not None:
-                        tool_update(turn, update)
+                if awaiting[0] or update.tool_call_id is not None:
+                    seen(update)
 
             self.on_update = on_update
 
@@ -636,7 +662,7 @@ class _TurnScope:
 
     def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
         if self._turn is not None:
-            self._record.end_turn(self._session_id, self._turn, self._result, error)
+            self._record.end_turn(self._client, self._session_id, self._turn, self._result, error)
 
 
 class _NoScope:

@@ -272,3 +272,25 @@ def test_dead_spare_pid_is_never_handed_out_after_kill_races() -> None:
             assert not is_dead(client.pid)
             assert client.new_session().prompt("x").stop_reason == "end_turn"
             pool.release(client)
+
+
+def test_a_start_failure_is_logged_without_the_agents_control_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The start error carries the agent's stderr tail: the log shows its controls, never
+    sends them to a terminal."""
+    script = "printf 'boom\\033[2J\\033]0;title\\007\\n' >&2; exit 3"
+    with acp.Pool(
+        "/bin/sh",
+        args=("-c", script),
+        client_options=options(stderr="tail"),
+        min_idle=1,
+        claim_timeout=30.0,
+    ) as pool:
+        with pytest.raises(acp.ConnectError) as raised:
+            pool.claim()
+        assert "\x1b" in str(raised.value)  # the error itself keeps the exact bytes
+        assert wait_for(lambda: any("failed to start" in r.getMessage() for r in caplog.records))
+    logged = [r.getMessage() for r in caplog.records if "failed to start" in r.getMessage()]
+    assert logged and all("\x1b" not in m and "\x07" not in m for m in logged)
+    assert any("boom" in m for m in logged)

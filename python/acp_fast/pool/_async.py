@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._async import AsyncClient, AsyncSession
+from .._text import printable
 from ._common import (
     Options,
     PoolKey,
@@ -154,7 +155,10 @@ class AsyncPool:
                 try:
                     await asyncio.wait_for(session.close(), CLOSE_WAIT)
                 except Exception as error:  # the client is then not reused
-                    log.info("pool: session/close failed, not reusing the client: %s", error)
+                    log.info(
+                        "pool: session/close failed, not reusing the client: %s",
+                        printable(str(error)),
+                    )
                     client.close()
             self.release(client)
 

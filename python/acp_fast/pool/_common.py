@@ -226,12 +226,15 @@ def closes_sessions(client: Any) -> bool:
 
 
 def log_failure(error: BaseException, failures: int, delay: float) -> None:
+    # The message may carry the agent's stderr tail: its control bytes are shown, not sent.
+    from .._text import printable
+
     log.warning(
         "a pool spare failed to start (%d in a row; next try in %.1f s): %s: %s",
         failures,
         delay,
         type(error).__name__,
-        error,
+        printable(str(error)),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from .._client import Client
 from .._errors import AcpError
 from .._session import Session
+from .._text import printable
 from ._common import (
     Options,
     PoolKey,
@@ -166,7 +167,10 @@ class Pool:
                 try:
                     session.close()
                 except Exception as error:  # the client is then not reused
-                    log.info("pool: session/close failed, not reusing the client: %s", error)
+                    log.info(
+                        "pool: session/close failed, not reusing the client: %s",
+                        printable(str(error)),
+                    )
                     client.close()
             self.release(client)
 
