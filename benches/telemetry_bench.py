@@ -7,12 +7,15 @@ with the SDK and an in-memory span exporter and metric reader (fleet.md §2).
 
 The same flood agent and observer as compare.py's acp-fast runner (``on_update`` counts
 updates and sums ``len(update.text)``; permissions granted by the policy), the three variants
-interleaved in each round, medians shown. Needs opentelemetry-api and opentelemetry-sdk.
+interleaved in each round, medians shown: the rate by the wall clock, and the host's CPU time
+per update or round trip (all its threads), which a loaded machine disturbs much less. Needs
+opentelemetry-api and opentelemetry-sdk.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -84,43 +87,64 @@ def run(
         if (client._telemetry is None) != (variant == "off"):
             raise RuntimeError(f"{variant}: telemetry is not as asked")
         client.start()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         result = client.prompt_detailed("go")
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     if result.stop_reason != "end_turn":
         raise RuntimeError(f"{variant}: stop reason {result.stop_reason}")
     if variant == "SDK, in-memory" and sdk[2]() != 1:
         raise RuntimeError("the SDK variant did not export the turn's span")
     telemetry.uninstrument()
-    return seconds
+    return seconds, cpu
 
 
 def case(
     label: str,
     agent_args: list[str],
     rounds: int,
+    count: int,
     value: Callable[[float], float],
     unit: str,
     sdk: tuple[object, object, Callable[[], int]],
-) -> str:
-    samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+) -> tuple[str, str]:
+    """The case's row of rates (wall clock) and of host CPU per item, medians of the rounds."""
+    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpus: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for number in range(1, rounds + 1):
         for variant in VARIANTS:
-            samples[variant].append(value(run(agent_args, variant, sdk)))
-        shown = ", ".join(f"{v} {samples[v][-1]:,.0f}" for v in VARIANTS)
+            seconds, cpu = run(agent_args, variant, sdk)
+            rates[variant].append(value(seconds))
+            cpus[variant].append(cpu / count * 1e6)
+        shown = ", ".join(f"{v} {rates[v][-1]:,.0f} ({cpus[v][-1]:.2f} us CPU)" for v in VARIANTS)
         print(f"{label} round {number}/{rounds}: {shown} {unit}", file=sys.stderr, flush=True)
-    medians = {v: statistics.median(samples[v]) for v in VARIANTS}
-    off = medians["off"]
-    cells = " | ".join(f"{medians[v]:,.0f}" for v in VARIANTS)
-    ratios = " | ".join(f"{(medians[v] / off - 1) * 100:+.1f}%" for v in VARIANTS[1:])
-    spread = (max(samples["off"]) - min(samples["off"])) / off * 100
-    return f"| {label} ({unit}) | {cells} | {ratios} | ±{spread / 2:.1f}% |"
+    rate = {v: statistics.median(rates[v]) for v in VARIANTS}
+    cpu = {v: statistics.median(cpus[v]) for v in VARIANTS}
+    spread = (max(rates["off"]) - min(rates["off"])) / rate["off"] * 100 / 2
+    rate_row = (
+        f"| {label} ({unit}) | "
+        + " | ".join(f"{rate[v]:,.0f}" for v in VARIANTS)
+        + " | "
+        + " | ".join(f"{(rate[v] / rate['off'] - 1) * 100:+.1f}%" for v in VARIANTS[1:])
+        + f" | ±{spread:.1f}% |"
+    )
+    cpu_row = (
+        f"| {label}: host CPU per item | "
+        + " | ".join(f"{cpu[v]:.3f} us" for v in VARIANTS)
+        + " | "
+        + " | ".join(f"{(cpu[v] / cpu['off'] - 1) * 100:+.1f}%" for v in VARIANTS[1:])
+        + " | |"
+    )
+    return rate_row, cpu_row
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The cost of acp_fast.telemetry.")
     parser.add_argument("--quick", action="store_true")
-    sizes: Sizes = QUICK if parser.parse_args(argv).quick else FULL
+    parser.add_argument("--rounds", type=int, help="rounds (default: compare.py's)")
+    arguments = parser.parse_args(argv)
+    sizes: Sizes = QUICK if arguments.quick else FULL
+    if arguments.rounds:
+        sizes = dataclasses.replace(sizes, rounds=arguments.rounds)
     sdk = make_sdk()
     for variant in VARIANTS:  # warm-up
         run(["--updates", "1000", "--text-bytes", "32"], variant, sdk)
@@ -129,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(a) {sizes.updates:,} updates of 32 B",
             ["--updates", str(sizes.updates), "--text-bytes", "32"],
             sizes.rounds,
+            sizes.updates,
             lambda s: sizes.updates / s,
             "updates/s",
             sdk,
@@ -137,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(b) {sizes.big_updates:,} updates of 64 KiB",
             ["--updates", str(sizes.big_updates), "--text-bytes", str(BIG_TEXT)],
             sizes.rounds,
+            sizes.big_updates,
             lambda s: sizes.big_updates * BIG_TEXT / s / 1e6,
             "MB/s",
             sdk,
@@ -145,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(c) {sizes.permissions:,} permission round trips",
             ["--permissions", str(sizes.permissions)],
             sizes.rounds,
+            sizes.permissions,
             lambda s: sizes.permissions / s,
             "round trips/s",
             sdk,
@@ -161,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         "| off: half the round-to-round spread |"
     )
     print("|---|--:|--:|--:|--:|--:|--:|")
-    for row in rows:
-        print(row)
+    for rate_row, _ in rows:
+        print(rate_row)
+    for _, cpu_row in rows:
+        print(cpu_row)
     return 0
 
 

@@ -59,6 +59,9 @@ COUNT_BUCKETS: tuple[float, ...] = tuple(float(4**i) for i in range(14))
 #: Bounds on what one attribute may hold (agent text is hostile: never unbounded).
 _MAX_ATTRIBUTE = 64 * 1024
 _MAX_OPEN_TOOLS = 1024
+#: Permission events per turn: the SDK's default limit of events per span (it drops the rest
+#: anyway, after building them); the turn's `acp.permission.count` still counts every one.
+MAX_PERMISSION_EVENTS = 128
 
 _log = logging.getLogger("acp_fast.telemetry")
 _lock = threading.Lock()
@@ -239,6 +242,7 @@ class _Turn:
     #: The client's update sequence when the turn began (the core's count, read per turn).
     sequence: int = 0
     updates: int = 0
+    permissions: int = 0
     first: float | None = None
     tools: dict[str, tuple[Any, float]] = field(default_factory=dict)
 
@@ -332,10 +336,7 @@ class ClientTelemetry:
         span.end()
         self._api.tool_duration.record(time.perf_counter() - began, attributes)
 
-    def _permission(self, request: Any) -> None:
-        turn = self._turns.get(request.session_id)
-        if turn is None:
-            return
+    def _permission(self, turn: _Turn, request: Any) -> None:
         turn.span.add_event(
             "acp.permission",
             {
@@ -535,6 +536,8 @@ class ClientTelemetry:
             size = len(reply) if reply.isascii() else len(reply.encode("utf-8", "surrogatepass"))
             api.turn_bytes.record(size, metric)
         span.set_attribute("acp.turn.updates", turn.updates)
+        if turn.permissions:
+            span.set_attribute("acp.permission.count", turn.permissions)
         span.end()
         api.invoke_duration.record(now - turn.began, metric)
         api.turn_updates.record(turn.updates, metric)
@@ -591,7 +594,8 @@ class _Observed:
             value = getattr(observer, name, None) if has else None
             if value is not None:
                 setattr(self, name, value)
-        record_permission = _safe(telemetry._permission)
+        record_permission = telemetry._permission
+        turns_get = telemetry._turns.get
         record_activity = _safe(telemetry._activity)
         user_update = getattr(observer, "on_update", None) if has else None
         user_commit = getattr(observer, "on_permission_commit", None) if has else None
@@ -616,7 +620,14 @@ class _Observed:
         if user_commit is not None:
 
             def on_permission_commit(request: Any) -> None:
-                record_permission(request)
+                turn = turns_get(request.session_id)
+                if turn is not None:
+                    turn.permissions += 1
+                    if turn.permissions <= MAX_PERMISSION_EVENTS:
+                        try:
+                            record_permission(turn, request)
+                        except Exception:  # telemetry must never stop the client
+                            _log.exception("acp-fast telemetry: recording a permission failed")
                 user_commit(request)
 
             self.on_permission_commit = on_permission_commit

@@ -155,3 +155,20 @@ def test_without_opentelemetry_telemetry_is_a_no_op_with_one_warning() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_permission_events_are_capped_and_counted(otel: Otel) -> None:
+    """A flood of permission requests in one turn: at most MAX_PERMISSION_EVENTS events (the
+    SDK's default per span), every request counted on the turn."""
+    root = Path(__file__).resolve().parents[2]
+    with acp.Client(
+        sys.executable,
+        args=[str(root / "benches" / "fs_agent.py")],
+        **options(permission_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"])),
+    ) as client:
+        client.start()
+        client.prompt("300 permission")
+    turn = otel.span("invoke_agent")
+    events = [e for e in turn.events if e.name == "acp.permission"]
+    assert len(events) == acp.telemetry.MAX_PERMISSION_EVENTS
+    assert dict(turn.attributes or {})["acp.permission.count"] == 300
