@@ -3,7 +3,9 @@
 (optionally after sending ``--tools`` tool calls, with titles of ``--title-bytes``), and
 advertises ``session/close`` with ``--close``. ``--exit-at-init`` makes it exit instead of
 answering ``initialize``; ``--hang-at-init`` makes it never answer; ``--mute-after-init``
-closes its stdout after answering. It exits on stdin EOF."""
+closes its stdout after answering; ``--auth needed`` offers the method ``key`` and refuses
+``session/new`` until it is used, ``--auth hangs`` never answers ``authenticate``. It exits
+on stdin EOF."""
 
 from __future__ import annotations
 
@@ -36,11 +38,13 @@ def main() -> None:
     parser.add_argument("--exit-at-init", action="store_true")
     parser.add_argument("--hang-at-init", action="store_true")
     parser.add_argument("--mute-after-init", action="store_true")
+    parser.add_argument("--auth", choices=("needed", "hangs"))
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--finish-tools", action="store_true")
     parser.add_argument("--title-bytes", type=int, default=8)
     options = parser.parse_args()
     sessions = 0
+    authenticated = False
     for line in sys.stdin:
         try:
             message = json.loads(line)
@@ -64,13 +68,26 @@ def main() -> None:
                     "result": {
                         "protocolVersion": 1,
                         "agentCapabilities": capabilities,
-                        "authMethods": [],
+                        "authMethods": [{"id": "key", "name": "Key"}] if options.auth else [],
                         "agentInfo": {"name": "slow-agent", "version": "1.0"},
                     },
                 }
             )
             if options.mute_after_init:
                 os.close(1)  # its output ends; the process lives on, reading stdin
+        elif method == "authenticate":
+            if options.auth == "hangs":
+                continue
+            authenticated = True
+            send({"jsonrpc": "2.0", "id": ident, "result": {}})
+        elif method == "session/new" and options.auth and not authenticated:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": ident,
+                    "error": {"code": -32000, "message": "authentication required"},
+                }
+            )
         elif method == "session/new":
             sessions += 1
             send({"jsonrpc": "2.0", "id": ident, "result": {"sessionId": f"slow-{sessions}"}})

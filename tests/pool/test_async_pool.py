@@ -176,3 +176,31 @@ def test_the_loop_ending_without_close_leaves_no_process() -> None:
     assert len(pids) == 2
     for pid in pids:
         assert wait_dead(pid, 5.0)
+
+
+def test_a_hung_authenticate_is_bounded_by_start_timeout() -> None:
+    async def main() -> None:
+        async with acp.AsyncPool(
+            sys.executable,
+            args=slow_args("--auth", "hangs"),
+            client_options=options(),
+            min_idle=1,
+            authenticate="key",
+            start_timeout=0.5,
+            claim_timeout=0.2,
+        ) as pool:
+            began = time.monotonic()
+            with pytest.raises(acp.ConnectError, match="authenticate"):
+                await pool.claim()
+            assert time.monotonic() - began < 10.0
+        async with acp.AsyncPool(
+            sys.executable,
+            args=slow_args("--auth", "needed"),
+            client_options=options(),
+            min_idle=1,
+            authenticate="key",
+        ) as ok:
+            async with ok.session() as session:
+                assert (await session.prompt("go")).response == "ok"
+
+    asyncio.run(main())

@@ -294,3 +294,39 @@ def test_a_start_failure_is_logged_without_the_agents_control_bytes(
     logged = [r.getMessage() for r in caplog.records if "failed to start" in r.getMessage()]
     assert logged and all("\x1b" not in m and "\x07" not in m for m in logged)
     assert any("boom" in m for m in logged)
+
+
+def test_spares_are_authenticated_when_asked() -> None:
+    with acp.Pool(
+        sys.executable, args=slow_args("--auth", "needed"), client_options=options(), min_idle=1
+    ) as pool:
+        with pytest.raises(acp.AgentProtocolError, match="authentication required"):
+            with pool.session():
+                pass
+    with acp.Pool(
+        sys.executable,
+        args=slow_args("--auth", "needed"),
+        client_options=options(),
+        min_idle=1,
+        authenticate="key",
+    ) as pool:
+        pool.start(wait=True)
+        with pool.session() as session:
+            assert session.prompt("go").response == "ok"
+        assert pool.stats().hits == 1
+
+
+def test_a_hung_authenticate_is_bounded_by_start_timeout() -> None:
+    with acp.Pool(
+        sys.executable,
+        args=slow_args("--auth", "hangs"),
+        client_options=options(),
+        min_idle=1,
+        authenticate="key",
+        start_timeout=0.5,
+        claim_timeout=0.2,
+    ) as pool:
+        began = time.monotonic()
+        with pytest.raises(acp.ConnectError, match="authenticate"):
+            pool.claim()
+        assert time.monotonic() - began < 10.0

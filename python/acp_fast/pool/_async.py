@@ -20,6 +20,7 @@ from ._common import (
     closes_sessions,
     died_at_call,
     log,
+    timed_out,
 )
 from ._common import pid_exited as _pid_exited
 
@@ -259,9 +260,17 @@ class AsyncPool:
         client = AsyncClient(o.key.command, **o.client_kwargs())
         self._state.owned.add(client)
         try:
+            began = time.monotonic()
             await client.start(new_session=False, timeout=o.start_timeout)
             if o.authenticate is not None:
-                await client.authenticate(o.authenticate)
+                left = None
+                if o.start_timeout is not None:
+                    left = max(0.0, began + o.start_timeout - time.monotonic())
+                try:
+                    await asyncio.wait_for(client.authenticate(o.authenticate), left)
+                except TimeoutError as error:
+                    assert o.start_timeout is not None
+                    raise timed_out(client, o.authenticate, o.start_timeout) from error
         except BaseException:
             self._state.forget(client)
             client.close()

@@ -200,6 +200,15 @@ def pid_exited(pid: int | None) -> bool:
     return result is not None
 
 
+def timed_out(client: Any, method: str, limit: float) -> BaseException:
+    from .._errors import ConnectError
+
+    return ConnectError(
+        f"authenticate({method!r}) did not finish within start_timeout={limit} s",
+        agent_id=client.agent_id,
+    )
+
+
 def died_at_call(client: Any, error: BaseException) -> bool:
     """Whether a call failed because the agent was already dead: its output ended (an
     `AgentProtocolError` without an error code) and its process is gone."""

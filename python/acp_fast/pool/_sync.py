@@ -25,6 +25,7 @@ from ._common import (
     closes_sessions,
     died_at_call,
     log,
+    timed_out,
 )
 from ._common import pid_exited as _pid_exited
 
@@ -251,9 +252,10 @@ class Pool:
         with self._lock:
             self._state.owned.add(client)
         try:
+            began = time.monotonic()
             client.start(new_session=False, timeout=o.start_timeout)
             if o.authenticate is not None:
-                client.authenticate(o.authenticate)
+                _authenticate(client, o.authenticate, o.start_timeout, began)
         except BaseException:
             with self._lock:
                 self._state.forget(client)
@@ -377,6 +379,31 @@ class Pool:
             state.claimed.add(client)
             state.counters.misses += 1
         return client
+
+
+def _authenticate(client: Client, method: str, limit: float | None, began: float) -> None:
+    """``authenticate`` within what is left of ``start_timeout``: a blocking call cannot be
+    interrupted, so a timer closes the client when the time is up."""
+    if limit is None:
+        client.authenticate(method)
+        return
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        client.close()
+
+    timer = threading.Timer(max(0.0, began + limit - time.monotonic()), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        client.authenticate(method)
+    except AcpError as error:
+        if fired.is_set():
+            raise timed_out(client, method, limit) from error
+        raise
+    finally:
+        timer.cancel()
 
 
 def _keep(ref: weakref.ref[Pool], stop: threading.Event) -> None:
