@@ -105,6 +105,7 @@ class _Api:
 
     trace: Any
     propagate: Any
+    context: Any
     tracer: Any
     invoke_duration: Any
     tool_duration: Any
@@ -124,7 +125,7 @@ def _load() -> _Api | None:
         if _api is not None:
             return _api if isinstance(_api, _Api) else None
         try:
-            from opentelemetry import metrics, propagate, trace
+            from opentelemetry import context, metrics, propagate, trace
         except ImportError:
             _api = False
             if not _warned:
@@ -151,6 +152,7 @@ def _load() -> _Api | None:
         _api = _Api(
             trace=trace,
             propagate=propagate,
+            context=context,
             tracer=tracer,
             invoke_duration=histogram(
                 "gen_ai.invoke_agent.duration", "s", "Duration of an agent's prompt turn", d
@@ -650,7 +652,7 @@ class _Record(Protocol):
 class _TurnScope:
     """``with turn(...) as record: return record(result)``: the turn's span around a prompt."""
 
-    __slots__ = ("_client", "_content", "_record", "_result", "_session_id", "_turn")
+    __slots__ = ("_client", "_content", "_record", "_result", "_session_id", "_token", "_turn")
 
     def __init__(self, record: ClientTelemetry, client: Any, session_id: str, content: Any):
         self._record = record
@@ -659,10 +661,14 @@ class _TurnScope:
         self._content = content
         self._result: Any = None
         self._turn: _Turn | None = None
+        self._token: Any = None
 
     def __enter__(self) -> _Record:
         try:
             self._turn = self._record.begin_turn(self._client, self._session_id, self._content)
+            # Current while the turn runs: spans the observer makes on this thread (or task)
+            # nest under it.
+            self._token = self._record._api.context.attach(self._turn.context)
         except Exception:
             _log.exception("acp-fast telemetry: starting a turn's span failed")
         return self._done
@@ -672,6 +678,11 @@ class _TurnScope:
         return result
 
     def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
+        if self._token is not None:
+            try:
+                self._record._api.context.detach(self._token)
+            except Exception:
+                _log.exception("acp-fast telemetry: leaving a turn's context failed")
         if self._turn is not None:
             self._record.end_turn(self._client, self._session_id, self._turn, self._result, error)
 

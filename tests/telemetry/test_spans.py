@@ -189,3 +189,28 @@ def test_off_by_default_and_opt_out(otel: Otel) -> None:
         client.start()
         client.prompt("hi")
     assert otel.spans() == []
+
+
+def test_turns_nest_under_the_callers_span_and_the_observers_spans_under_the_turn(
+    otel: Otel,
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("host")
+
+    class Traced:
+        def on_update(self, update: acp.Update) -> None:
+            if update.session_update == "plan":
+                tracer.start_span("observer work").end()
+
+    with demo_client(observer=Traced()) as client, tracer.start_as_current_span("task 17"):
+        client.start()
+        client.prompt("hi")
+        client.prompt("again")
+    task = otel.span("task 17")
+    turns = [s for s in otel.spans() if s.name.startswith("invoke_agent")]
+    assert len(turns) == 2
+    for turn in turns:
+        assert turn.parent is not None and turn.parent.span_id == task.context.span_id
+    assert len({dict(t.attributes or {})["gen_ai.conversation.id"] for t in turns}) == 1
+    work = [s for s in otel.spans() if s.name == "observer work"]
+    assert len(work) == 2
+    assert {w.parent.span_id for w in work if w.parent} == {t.context.span_id for t in turns}
