@@ -204,3 +204,36 @@ def test_a_hung_authenticate_is_bounded_by_start_timeout() -> None:
                 assert (await session.prompt("go")).response == "ok"
 
     asyncio.run(main())
+
+
+def test_a_cancelled_claim_leaves_nothing_behind() -> None:
+    """A claim cancelled during its cold start: the half-started agent is closed, the counts
+    come back to zero."""
+    pids: list[int] = []
+
+    async def main() -> None:
+        async with acp.AsyncPool(
+            sys.executable,
+            args=slow_args("--init-delay", "2"),
+            client_options=options(),
+            min_idle=0,
+            max_idle=1,
+            claim_timeout=0.01,
+        ) as pool:
+            task = asyncio.ensure_future(pool.claim())
+            assert await until(lambda: pool._state.cold == 1 and bool(pool._state.owned), 10.0)
+            pids.extend(c.pid for c in pool._state.owned if c.pid is not None)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert pool._state.cold == 0 and pool.stats().claimed == 0
+            # The cold start's agent is no longer the pool's, and is dead; what remains is the
+            # background spare the waiting claim asked for.
+            kept = {c.pid for c in pool._state.owned}
+            gone = [pid for pid in pids if pid not in kept]
+            assert gone
+            for pid in gone:
+                assert await until(lambda pid=pid: is_dead(pid), 5.0)  # type: ignore[misc]
+
+    asyncio.run(main())
+    assert pids

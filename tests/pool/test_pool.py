@@ -330,3 +330,15 @@ def test_a_hung_authenticate_is_bounded_by_start_timeout() -> None:
         with pytest.raises(acp.ConnectError, match="authenticate"):
             pool.claim()
         assert time.monotonic() - began < 10.0
+
+
+def test_release_refuses_a_client_the_pool_did_not_hand_out() -> None:
+    with demo_pool(min_idle=1, max_idle=1) as pool, demo_pool(min_idle=1) as other:
+        foreign = other.claim()
+        with pytest.raises(ValueError, match="not claimed from this pool"):
+            pool.release(foreign)
+        assert not is_dead(foreign.pid)  # left alone
+        mine = pool.claim()
+        pool.release(mine)
+        pool.release(mine)  # already given back and closed: nothing to do
+        other.release(foreign)

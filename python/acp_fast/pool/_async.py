@@ -118,8 +118,11 @@ class AsyncPool:
 
     def release(self, client: AsyncClient) -> None:
         """Gives back a claimed client: with ``reuse=True`` a healthy one whose sessions are all
-        closed becomes a spare again; otherwise it is closed."""
+        closed becomes a spare again; otherwise it is closed. A client this pool did not hand
+        out (or already took back) raises `ValueError`, unless it is closed."""
         state = self._state
+        if not state.claimed_here(client):
+            return
         state.claimed.discard(client)
         keep = (
             self._options.reuse

@@ -282,6 +282,19 @@ class State:
         self.owned.discard(client)
         self.born.pop(client, None)
 
+    def claimed_here(self, client: Any) -> bool:
+        """Whether ``client`` is claimed from this pool now; False for a closed client (nothing
+        to give back); `ValueError` for an open client the pool does not hold as claimed."""
+        if client in self.claimed:
+            return True
+        core = getattr(client, "_core", None)
+        if self.closed or core is None or core.closed:
+            return False
+        raise ValueError(
+            "this client is not claimed from this pool (another pool's, made directly, or "
+            "released already)"
+        )
+
     def total(self) -> int:
         self.prune()
         return len(self.idle) + len(self.claimed) + self.starting + self.cold

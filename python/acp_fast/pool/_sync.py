@@ -129,7 +129,11 @@ class Pool:
 
     def release(self, client: Client) -> None:
         """Gives back a claimed client: with ``reuse=True`` a healthy one whose sessions are all
-        closed becomes a spare again; otherwise it is closed."""
+        closed becomes a spare again; otherwise it is closed. A client this pool did not hand
+        out (or already took back) raises `ValueError`, unless it is closed."""
+        with self._lock:
+            if not self._state.claimed_here(client):
+                return
         healthy = (
             self._options.reuse
             and not client.sessions
