@@ -1,29 +1,5 @@
-"""OpenTelemetry spans and metrics for clients (fleet.md §2), through ``opentelemetry-api``
-only (the ``acp-fast[otel]`` extra): the library never configures an SDK or exporter.
-
-Off by default. ``Client(..., telemetry=True)`` turns it on for one client,
-`instrument()` for every client made afterwards (``telemetry=False`` still opts one out).
-Without ``opentelemetry-api`` installed both are a no-op with one warning.
-
-What a client records (GenAI semantic conventions, Development status):
-
-- a span ``invoke_agent {agent name}`` (kind CLIENT) per ``session/prompt`` turn;
-- a span ``execute_tool {title or kind}`` (INTERNAL, child of the turn) per tool call the
-  agent announced, from ``tool_call`` to its ``completed``/``failed`` update (or the end of
-  the turn), and one per ``fs/*``/``terminal/*`` request the client served;
-- an event ``acp.permission`` on the turn's span per permission decision;
-- histograms ``gen_ai.invoke_agent.duration``, ``gen_ai.execute_tool.duration``,
-  ``acp_fast.turn.updates``, ``acp_fast.turn.bytes``, ``acp_fast.turn.time_to_first_update``,
-  ``acp_fast.agent.start.duration`` and ``acp_fast.pool.claim.duration``.
-
-Message content (prompt, reply, tool arguments and results) is recorded only when
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``. Agents the client spawns
-with an explicit ``env`` get the host's ``OTEL_*`` variables the caller did not set.
-
-The per-update path is one call and two tests (a turn awaiting its first update, a tool call's
-update); the turn's update count is the core's, read once per turn; spans, attributes and
-metrics are made per turn, per tool call and per permission, never per update.
-"""
+"""The recorder behind `acp_fast.telemetry`, imported only when telemetry is on: the
+OpenTelemetry API's tracer and instruments, the observer wrapper and the turn's span."""
 
 from __future__ import annotations
 
@@ -33,70 +9,31 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import (
+    _MAX_ATTRIBUTE,
+    _MAX_OPEN_TOOLS,
+    CAPTURE_CONTENT_ENV,
+    COUNT_BUCKETS,
+    DURATION_BUCKETS,
+    MAX_PERMISSION_EVENTS,
+    _settings,
+)
+
+if TYPE_CHECKING:
+    from . import Record
 
 _T = TypeVar("_T")
 
-__all__ = [
-    "CAPTURE_CONTENT_ENV",
-    "DURATION_BUCKETS",
-    "available",
-    "instrument",
-    "is_instrumented",
-    "uninstrument",
-]
-
-#: The standard opt-in variable for message content.
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-#: The GenAI conventions' boundaries for operation durations (seconds).
-DURATION_BUCKETS: tuple[float, ...] = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-)  # fmt: skip
-#: Counts and sizes (updates, bytes): the conventions' token-usage boundaries (powers of 4).
-COUNT_BUCKETS: tuple[float, ...] = tuple(float(4**i) for i in range(14))
-#: Bounds on what one attribute may hold (agent text is hostile: never unbounded).
-_MAX_ATTRIBUTE = 64 * 1024
-_MAX_OPEN_TOOLS = 1024
-#: Permission events per turn: the SDK's default limit of events per span (it drops the rest
-#: anyway, after building them); the turn's `acp.permission.count` still counts every one.
-MAX_PERMISSION_EVENTS = 128
-
 _log = logging.getLogger("acp_fast.telemetry")
 _lock = threading.Lock()
-_instrumented = False
-_providers: tuple[Any, Any] = (None, None)
 _warned = False
+#: The tracer and instruments, and the settings generation they were made for.
 _api: Any = None  # False: looked for and missing; else the _Api
-
-
-def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
-    """Turns telemetry on for every client made from now on (``telemetry=False`` on a client
-    still turns it off there). The providers default to OpenTelemetry's global ones."""
-    global _instrumented, _providers, _api
-    with _lock:
-        _instrumented = True
-        _providers = (tracer_provider, meter_provider)
-        _api = None  # made again, with these providers, at the next use
-
-
-def uninstrument() -> None:
-    """Undoes `instrument()` for clients made from now on."""
-    global _instrumented, _providers, _api
-    with _lock:
-        _instrumented = False
-        _providers = (None, None)
-        _api = None
-
-
-def is_instrumented() -> bool:
-    return _instrumented
-
-
-def available() -> bool:
-    """Whether ``opentelemetry-api`` can be imported."""
-    return _load() is not None
+_api_generation = -1
 
 
 @dataclass
@@ -116,14 +53,16 @@ class _Api:
     claim_duration: Any
 
 
-def _load() -> _Api | None:
-    global _api, _warned
+def load() -> _Api | None:
+    """The API's tracer and instruments for the current settings; None without the API."""
+    global _api, _api_generation, _warned
     api = _api
-    if api is not None:
+    if api is not None and _api_generation == _settings.generation:
         return api if isinstance(api, _Api) else None
     with _lock:
-        if _api is not None:
+        if _api is not None and _api_generation == _settings.generation:
             return _api if isinstance(_api, _Api) else None
+        _api_generation = _settings.generation
         try:
             from opentelemetry import context, metrics, propagate, trace
         except ImportError:
@@ -137,9 +76,9 @@ def _load() -> _Api | None:
                     stacklevel=4,
                 )
             return None
-        from . import __version__
+        from .. import __version__
 
-        tracer_provider, meter_provider = _providers
+        tracer_provider, meter_provider = _settings.providers
         tracer = trace.get_tracer("acp_fast", __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter("acp_fast", __version__, meter_provider=meter_provider)
 
@@ -202,37 +141,14 @@ def _json(value: Any) -> str:
         return ""
 
 
-def enabled(flag: bool | None) -> bool:
-    """A client's ``telemetry`` option: True/False as given, None follows `instrument()`."""
-    return _instrumented if flag is None else bool(flag)
-
-
-def record_claim(seconds: float, client_options: Mapping[str, Any]) -> None:
-    """A pool claim's duration, when its clients are instrumented."""
-    if not enabled(client_options.get("telemetry")):
-        return
-    api = _load()
+def record_claim(seconds: float) -> None:
+    api = load()
     if api is not None:
         api.claim_duration.record(seconds)
 
 
-def agent_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    """The environment of a spawned agent: with an explicit ``env``, the host's ``OTEL_*``
-    variables the caller did not set are added (None inherits them anyway)."""
-    if env is None:
-        return None
-    merged = dict(env)
-    for name, value in os.environ.items():
-        if name.startswith("OTEL_") and name not in merged:
-            merged[name] = value
-    return merged
-
-
-def for_client(flag: bool | None) -> ClientTelemetry | None:
-    """The recorder of one client, or None when telemetry is off or the API is missing."""
-    if not enabled(flag):
-        return None
-    api = _load()
+def for_client() -> ClientTelemetry | None:
+    api = load()
     return None if api is None else ClientTelemetry(api)
 
 
@@ -391,6 +307,12 @@ class ClientTelemetry:
         span.end()
 
     # --- the client's hooks ------------------------------------------------------------------
+
+    def started_safe(self, client: Any, error: BaseException | None = None) -> None:
+        try:
+            self.started(client, error)
+        except Exception:
+            _log.exception("acp-fast telemetry: recording a start failed")
 
     def started(self, client: Any, error: BaseException | None = None) -> None:
         """After ``start()``: the agent's start duration, and its names for the spans."""
@@ -575,7 +497,7 @@ def _safe(record: Any) -> Any:
 def _journal_hook(on_update: Any) -> bool:
     """Whether ``on_update`` is a journal writer's own ``update`` (the core records into the
     journal directly then: wrapping it would lose that path)."""
-    from . import _core
+    from .. import _core
 
     owner = getattr(on_update, "__self__", None)
     return getattr(on_update, "__name__", "") == "update" and isinstance(
@@ -645,11 +567,7 @@ class _Observed:
 # --- the client's wiring: one line each where the client calls them ----------------------------
 
 
-class _Record(Protocol):
-    def __call__(self, result: _T, /) -> _T: ...
-
-
-class _TurnScope:
+class TurnScope:
     """``with turn(...) as record: return record(result)``: the turn's span around a prompt."""
 
     __slots__ = ("_client", "_content", "_record", "_result", "_session_id", "_token", "_turn")
@@ -663,7 +581,7 @@ class _TurnScope:
         self._turn: _Turn | None = None
         self._token: Any = None
 
-    def __enter__(self) -> _Record:
+    def __enter__(self) -> Record:
         try:
             self._turn = self._record.begin_turn(self._client, self._session_id, self._content)
             # Current while the turn runs: spans the observer makes on this thread (or task)
@@ -685,38 +603,3 @@ class _TurnScope:
                 _log.exception("acp-fast telemetry: leaving a turn's context failed")
         if self._turn is not None:
             self._record.end_turn(self._client, self._session_id, self._turn, self._result, error)
-
-
-class _NoScope:
-    __slots__ = ()
-
-    def __enter__(self) -> _Record:
-        return _identity
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-def _identity(result: _T) -> _T:
-    return result
-
-
-_NO_SCOPE = _NoScope()
-
-
-def turn(client: Any, session_id: str, content: Any) -> _TurnScope | _NoScope:
-    """The scope of one prompt turn of ``client`` (nothing when its telemetry is off)."""
-    record = client._telemetry
-    if record is None:
-        return _NO_SCOPE
-    return _TurnScope(record, client, session_id, content)
-
-
-def started(client: Any, error: BaseException | None = None) -> None:
-    """After a client's ``start()`` (``error``: it failed)."""
-    record = client._telemetry
-    if record is not None:
-        try:
-            record.started(client, error)
-        except Exception:
-            _log.exception("acp-fast telemetry: recording a start failed")
