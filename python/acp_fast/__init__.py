@@ -78,7 +78,7 @@ if TYPE_CHECKING:
 _ASYNC_NAMES = frozenset({"AsyncClient", "AsyncSession", "Updates"})
 
 
-# The warm pools (acp_fast.pool) and telemetry are loaded when first named, too.
+# The warm pools (acp_fast.pool) are loaded when first named, too.
 _POOL_NAMES = frozenset({"Pool", "AsyncPool", "PoolStats"})
 
 
