@@ -172,3 +172,19 @@ def test_permission_events_are_capped_and_counted(otel: Otel) -> None:
     events = [e for e in turn.events if e.name == "acp.permission"]
     assert len(events) == acp.telemetry.MAX_PERMISSION_EVENTS
     assert dict(turn.attributes or {})["acp.permission.count"] == 300
+
+
+def test_the_api_without_an_sdk_records_nothing_and_costs_no_error() -> None:
+    """instrument() with OpenTelemetry's global providers and no SDK configured: every call is
+    the API's no-op, and the client works as without telemetry."""
+    acp.telemetry.instrument()
+    try:
+        assert acp.telemetry.available()
+        with demo_client(permission_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"])) as c:
+            assert c._telemetry is not None
+            c.start()
+            assert c.default_session is not None
+            turn = c.default_session.prompt("write hello.txt please")
+            assert turn.stop_reason == "end_turn" and len(turn.tool_calls) == 1
+    finally:
+        acp.telemetry.uninstrument()
