@@ -145,7 +145,7 @@ def test_reuse_only_when_the_agent_closes_sessions() -> None:
             sys.executable,
             args=slow_args("--close"),
             client_options=options(),
-            min_idle=1,
+            min_idle=0,  # no refill: the next claim can only get the reused client
             max_idle=1,
             reuse=True,
         ) as pool:

@@ -226,7 +226,7 @@ def test_reuse_returns_a_healthy_client_when_the_agent_closes_sessions() -> None
         sys.executable,
         args=slow_args("--close"),
         client_options=options(),
-        min_idle=1,
+        min_idle=0,  # no refill: the next claim can only get the reused client
         max_idle=1,
         reuse=True,
     ) as pool:
@@ -343,3 +343,20 @@ def test_release_refuses_a_client_the_pool_did_not_hand_out() -> None:
         pool.release(mine)
         pool.release(mine)  # already given back and closed: nothing to do
         other.release(foreign)
+
+
+def test_a_failed_task_is_never_reused() -> None:
+    with acp.Pool(
+        sys.executable,
+        args=slow_args("--close"),
+        client_options=options(),
+        min_idle=1,
+        max_idle=2,  # room to take it back
+        reuse=True,
+    ) as pool:
+        pool.start(wait=True)
+        with pytest.raises(KeyError), pool.session() as session:
+            pid = session._client.pid
+            raise KeyError("the task failed")
+        assert pid is not None and wait_dead(pid, 5.0)
+        assert pool.stats().claimed == 0

@@ -154,8 +154,16 @@ class AsyncPool:
         )
         try:
             yield session
+        except BaseException:
+            client.close()  # the task failed: whatever state the agent is in, it is not reused
+            raise
         finally:
-            if self._options.reuse and not self._state.closed and closes_sessions(client):
+            if (
+                self._options.reuse
+                and not self._state.closed
+                and not client._live.closed
+                and closes_sessions(client)
+            ):
                 try:
                     await asyncio.wait_for(session.close(), CLOSE_WAIT)
                 except Exception as error:  # the client is then not reused

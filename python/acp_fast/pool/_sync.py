@@ -29,6 +29,9 @@ from ._common import (
 )
 from ._common import pid_exited as _pid_exited
 
+#: How long `session()`'s exit waits for `session/close` before giving up on reuse (seconds).
+CLOSE_WAIT = 5.0
+
 
 def _alive(client: Client) -> bool:
     """A spare is alive when its process has not exited and its output has not ended (a
@@ -167,10 +170,13 @@ class Pool:
         )
         try:
             yield session
+        except BaseException:
+            client.close()  # the task failed: whatever state the agent is in, it is not reused
+            raise
         finally:
-            if self._options.reuse and closes_sessions(client):
+            if self._options.reuse and not client._live.closed and closes_sessions(client):
                 try:
-                    session.close()
+                    _bounded(session.close, client, CLOSE_WAIT)
                 except Exception as error:  # the client is then not reused
                     log.info(
                         "pool: session/close failed, not reusing the client: %s",
@@ -383,6 +389,18 @@ class Pool:
             state.claimed.add(client)
             state.counters.misses += 1
         return client
+
+
+def _bounded(call: Any, client: Client, limit: float) -> None:
+    """A blocking call of ``client`` given at most ``limit`` seconds: a timer closes the client
+    then (the call fails)."""
+    timer = threading.Timer(limit, client.close)
+    timer.daemon = True
+    timer.start()
+    try:
+        call()
+    finally:
+        timer.cancel()
 
 
 def _authenticate(client: Client, method: str, limit: float | None, began: float) -> None:
