@@ -45,7 +45,7 @@ def permission_line(kind: str = "edit", title: str = "write notes.txt", rid: str
 
 
 def answers(log: Path, count: int = 1) -> list[Any]:
-    """The outcomes the client sent for permission requests, in order (waiting up to 5 s
+    """The outcomes the client sent for permission requests, in order (waiting up to 30 s
     for `count` of them: the agent logs an answer when it reads it)."""
 
     def found(lines: list[str]) -> list[Any]:
@@ -56,7 +56,7 @@ def answers(log: Path, count: int = 1) -> list[Any]:
                 outcomes.append(message["result"]["outcome"])
         return outcomes
 
-    return found(wait_for_lines(log, lambda lines: len(found(lines)) >= count, timeout=5.0))
+    return found(wait_for_lines(log, lambda lines: len(found(lines)) >= count, timeout=30.0))
 
 
 def sh_client(script: str, **options: Any) -> acp.Client:

@@ -74,13 +74,24 @@ __version__: str = _core.__version__
 
 if TYPE_CHECKING:
     from ._async import AsyncClient, AsyncSession, Updates
+    from .pool import AsyncPool, Pool, PoolStats
 
 # The asyncio client is loaded when first named: importing asyncio took half of `import
 # acp_fast` (80 of 160 ms), paid by every blocking host and every CLI run.
 _ASYNC_NAMES = frozenset({"AsyncClient", "AsyncSession", "Updates"})
 
 
+# The warm pools (acp_fast.pool) are loaded when first named, too.
+_POOL_NAMES = frozenset({"Pool", "AsyncPool", "PoolStats"})
+
+
 def __getattr__(name: str) -> object:
+    if name in _POOL_NAMES:
+        from . import pool
+
+        value = getattr(pool, name)
+        globals()[name] = value
+        return value
     if name in _ASYNC_NAMES:
         from . import _async
 
@@ -91,7 +102,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _ASYNC_NAMES)
+    return sorted(set(globals()) | _ASYNC_NAMES | _POOL_NAMES)
 
 
 __all__ = [
@@ -102,6 +113,7 @@ __all__ = [
     "AgentProtocolError",
     "AgentTransportFailed",
     "AsyncClient",
+    "AsyncPool",
     "AsyncSession",
     "Audio",
     "AuthMethod",
@@ -135,6 +147,8 @@ __all__ = [
     "PermissionReply",
     "PermissionRequest",
     "PermissionRule",
+    "Pool",
+    "PoolStats",
     "PromptResult",
     "ReaderLimits",
     "ReaderMessageCapacityExceeded",

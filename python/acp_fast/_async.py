@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from . import _interrupt, _spawn_args
+from . import telemetry as _telemetry
 from ._client import _ClientBase
 from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed
@@ -560,7 +561,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
                     failure,
                 )
+            _telemetry.started(self, failure)
             raise failure from error
+        _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())
 
@@ -675,16 +678,17 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._bind()
         core = self._live
         session_id = session.session_id
-        begun = core.aio_begin_prompt(
-            session_id, content_tuples(blocks, content_tuple), timeout, gated
-        )
-        if interrupt == "cancel":
-            # The core's cancel wakes the loop through the client's waker.
-            with _interrupt.cancelling(lambda: core.cancel(session_id)):
+        with _telemetry.turn(self, session_id, blocks) as record:
+            begun = core.aio_begin_prompt(
+                session_id, content_tuples(blocks, content_tuple), timeout, gated
+            )
+            if interrupt == "cancel":
+                # The core's cancel wakes the loop through the client's waker.
+                with _interrupt.cancelling(lambda: core.cancel(session_id)):
+                    status, payload = await self._call(begun, turn_session=session_id)
+            else:
                 status, payload = await self._call(begun, turn_session=session_id)
-        else:
-            status, payload = await self._call(begun, turn_session=session_id)
-        return self._turn_result(session_id, status, payload, timeout, typed)
+            return record(self._turn_result(session_id, status, payload, timeout, typed))
 
     # --- shutdown ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
 from . import _core, _interrupt, _shutdown, _spawn_args
+from . import telemetry as _telemetry
 from ._core import Update
 from ._errors import (
     AgentProtocolError,
@@ -98,6 +99,7 @@ class _ClientBase(Generic[_S]):
         cancel_grace: float = 5.0,
         capabilities: ClientCapabilityConfig | None = None,
         interrupt: Literal["raise", "cancel"] = "raise",
+        telemetry: bool | None = None,
     ) -> None:
         """Validates the options and starts the agent (``start()`` then talks to it).
 
@@ -154,6 +156,10 @@ class _ClientBase(Generic[_S]):
                 (one ``session/cancel``, pending permission requests answered cancelled) and
                 the turn returns with the agent's stop reason; a second Ctrl-C within 2 s
                 raises and stops the client. `Session.prompt` may override it per turn.
+            telemetry: OpenTelemetry spans and metrics for this client (`acp_fast.telemetry`):
+                True on, False off, None (default) as `acp_fast.telemetry.instrument()` set
+                for every client (off unless called). Needs the ``otel`` extra; without it,
+                True warns once and records nothing.
 
         Raises:
             TypeError: an option has the wrong type (the message names it and the type
@@ -163,6 +169,11 @@ class _ClientBase(Generic[_S]):
             CapacityOverflow: the reader's buffer could not be allocated.
         """
         self._core: _core.CoreClient | None = None
+        # OpenTelemetry (acp_fast.telemetry): None when off; it observes through the observer.
+        self._telemetry = _telemetry.for_client(telemetry)
+        if self._telemetry is not None:
+            observer = self._telemetry.observe(observer)
+            env = _telemetry.agent_env(env)
         self._setup()
         _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
         _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
@@ -580,7 +591,9 @@ class Client(_ClientBase[Session]):
                     f"start() failed ({error}); only close() is accepted (and request_cancel())",
                     failure,
                 )
+            _telemetry.started(self, failure)
             raise failure from error
+        _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())
 
@@ -718,12 +731,13 @@ class Client(_ClientBase[Session]):
         tuples = content_tuples(blocks, content_tuple)
         core = self._live
         session_id = session.session_id
-        if interrupt == "cancel":
-            with _interrupt.cancelling(lambda: core.cancel(session_id)):
+        with _telemetry.turn(self, session_id, blocks) as record:
+            if interrupt == "cancel":
+                with _interrupt.cancelling(lambda: core.cancel(session_id)):
+                    status, payload = core.prompt(session_id, tuples, timeout, gated)
+            else:
                 status, payload = core.prompt(session_id, tuples, timeout, gated)
-        else:
-            status, payload = core.prompt(session_id, tuples, timeout, gated)
-        return self._turn_result(session_id, status, payload, timeout, typed)
+            return record(self._turn_result(session_id, status, payload, timeout, typed))
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``

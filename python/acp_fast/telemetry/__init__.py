@@ -1,0 +1,187 @@
+"""OpenTelemetry spans and metrics for clients (fleet.md §2), through ``opentelemetry-api``
+only (the ``acp-fast[otel]`` extra): the library never configures an SDK or exporter.
+
+Off by default. ``Client(..., telemetry=True)`` turns it on for one client,
+`instrument()` for every client made afterwards (``telemetry=False`` still opts one out).
+Without ``opentelemetry-api`` installed both are a no-op with one warning.
+
+What a client records (GenAI semantic conventions, Development status):
+
+- a span ``invoke_agent {agent name}`` (kind CLIENT) per ``session/prompt`` turn;
+- a span ``execute_tool {title or kind}`` (INTERNAL, child of the turn) per tool call the
+  agent announced, from ``tool_call`` to its ``completed``/``failed`` update (or the end of
+  the turn), and one per ``fs/*``/``terminal/*`` request the client served;
+- an event ``acp.permission`` on the turn's span per permission decision;
+- histograms ``gen_ai.invoke_agent.duration``, ``gen_ai.execute_tool.duration``,
+  ``acp_fast.turn.updates``, ``acp_fast.turn.bytes``, ``acp_fast.turn.time_to_first_update``,
+  ``acp_fast.agent.start.duration`` and ``acp_fast.pool.claim.duration``.
+
+Message content (prompt, reply, tool arguments and results) is recorded only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``. Agents the client spawns
+with an explicit ``env`` get the host's ``OTEL_*`` variables the caller did not set.
+``traceparent`` in ``params._meta`` of ``session/prompt`` is not sent yet: the core encodes the
+request and has no ``_meta`` for it (``ClientTelemetry.meta`` builds the carrier).
+
+The per-update path is one call and two tests (a turn awaiting its first update, a tool call's
+update); the turn's update count is the core's, read once per turn; spans, attributes and
+metrics are made per turn, per tool call and per permission, never per update.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    from ._record import ClientTelemetry, TurnScope
+
+    class Record(Protocol):
+        """What ``with turn(...) as record`` gives: ``record(result)`` returns ``result``."""
+
+        def __call__(self, result: _T, /) -> _T: ...
+
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "COUNT_BUCKETS",
+    "DURATION_BUCKETS",
+    "MAX_PERMISSION_EVENTS",
+    "agent_env",
+    "available",
+    "instrument",
+    "is_instrumented",
+    "uninstrument",
+]
+
+#: The standard opt-in variable for message content.
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: The GenAI conventions' boundaries for operation durations (seconds).
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+#: Counts and sizes (updates, bytes): the conventions' token-usage boundaries (powers of 4).
+COUNT_BUCKETS: tuple[float, ...] = tuple(float(4**i) for i in range(14))
+#: Permission events per turn: the SDK's default limit of events per span (it drops the rest
+#: anyway, after building them); the turn's `acp.permission.count` still counts every one.
+MAX_PERMISSION_EVENTS = 128
+#: Bounds on what one attribute may hold (agent text is hostile: never unbounded).
+_MAX_ATTRIBUTE = 64 * 1024
+_MAX_OPEN_TOOLS = 1024
+
+
+class _Settings:
+    """What `instrument()` set; ``generation`` tells the recorder to make its tracer again."""
+
+    def __init__(self) -> None:
+        self.instrumented = False
+        self.providers: tuple[Any, Any] = (None, None)
+        self.generation = 0
+
+
+_settings = _Settings()
+_lock = threading.Lock()
+
+
+def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Turns telemetry on for every client made from now on (``telemetry=False`` on a client
+    still turns it off there). The providers default to OpenTelemetry's global ones."""
+    with _lock:
+        _settings.instrumented = True
+        _settings.providers = (tracer_provider, meter_provider)
+        _settings.generation += 1
+
+
+def uninstrument() -> None:
+    """Undoes `instrument()` for clients made from now on."""
+    with _lock:
+        _settings.instrumented = False
+        _settings.providers = (None, None)
+        _settings.generation += 1
+
+
+def is_instrumented() -> bool:
+    return _settings.instrumented
+
+
+def available() -> bool:
+    """Whether ``opentelemetry-api`` can be imported (warns once when it cannot)."""
+    from ._record import load
+
+    return load() is not None
+
+
+def enabled(flag: bool | None) -> bool:
+    """A client's ``telemetry`` option: True/False as given, None follows `instrument()`."""
+    return _settings.instrumented if flag is None else bool(flag)
+
+
+def for_client(flag: bool | None) -> ClientTelemetry | None:
+    """The recorder of one client, or None when telemetry is off or the API is missing. The
+    recorder's module (and OpenTelemetry) is imported only here, when telemetry is on."""
+    if not enabled(flag):
+        return None
+    from ._record import for_client as make
+
+    return make()
+
+
+def record_claim(seconds: float, client_options: Mapping[str, Any]) -> None:
+    """A pool claim's duration, when its clients are instrumented."""
+    if enabled(client_options.get("telemetry")):
+        from ._record import record_claim as record
+
+        record(seconds)
+
+
+def agent_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """The environment of a spawned agent: with an explicit ``env``, the host's ``OTEL_*``
+    variables the caller did not set are added (None inherits them anyway)."""
+    if env is None:
+        return None
+    merged = dict(env)
+    for name, value in os.environ.items():
+        if name.startswith("OTEL_") and name not in merged:
+            merged[name] = value
+    return merged
+
+
+# --- the client's wiring: one line each where the client calls them ----------------------------
+
+
+class _NoScope:
+    __slots__ = ()
+
+    def __enter__(self) -> Record:
+        return _identity
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _identity(result: _T) -> _T:
+    return result
+
+
+_NO_SCOPE = _NoScope()
+
+
+def turn(client: Any, session_id: str, content: Any) -> _NoScope | TurnScope:
+    """The scope of one prompt turn of ``client`` (nothing when its telemetry is off):
+    ``with turn(...) as record: return record(result)``."""
+    record = client._telemetry
+    if record is None:
+        return _NO_SCOPE
+    from ._record import TurnScope
+
+    return TurnScope(record, client, session_id, content)
+
+
+def started(client: Any, error: BaseException | None = None) -> None:
+    """After a client's ``start()`` (``error``: it failed)."""
+    record = client._telemetry
+    if record is not None:
+        record.started_safe(client, error)

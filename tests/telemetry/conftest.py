@@ -1,0 +1,3 @@
+from tests.telemetry.kit import otel
+
+__all__ = ["otel"]
