@@ -53,6 +53,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from . import files
 from .jsonl import JsonlJournal
 from .reading import journal_kind, read
 from .records import (
@@ -109,7 +110,7 @@ def open_journal(
 ) -> JsonlJournal | SqliteJournal:
     """Open a journal for appending: an existing file keeps its kind (by content); a new one is
     SQLite when `kind` says so or its name ends in .sqlite, .sqlite3 or .db, else JSONL."""
-    found = journal_kind(path)
+    found = journal_kind(files.resolve_for_writing(os.fspath(path)))
     if found is not None and kind is not None and found != kind:
         raise JournalError(os.fspath(path), f"is a {found} journal, not {kind}")
     chosen = found or kind

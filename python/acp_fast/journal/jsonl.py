@@ -7,6 +7,7 @@ import os
 import warnings
 
 from .. import _core
+from . import files
 from .observer import _Journal
 from .records import (
     JSONL_HEADER,
@@ -52,21 +53,31 @@ class JsonlJournal(_Journal):
 
 def _open_jsonl(path: str, sync: bool) -> int:
     """Open an existing JSONL journal for appending, or create one atomically: the header is
-    written to a temporary file that is then linked into place, so `path` never exists without
-    its whole header."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+    written to a temporary file (an unpredictable name, ``O_EXCL | O_NOFOLLOW``) that is then
+    linked into place, so `path` never exists without its whole header. A symlink or a file
+    another user planted at `path` is refused (`files`). An existing empty file (made with
+    ``touch``) gets the header."""
+    path = files.resolve_for_writing(path)
+    flags = os.O_RDWR | os.O_APPEND
     try:
-        return os.open(path, flags)
+        fd = files.open_existing(path, flags | os.O_NONBLOCK)
     except FileNotFoundError:
         pass
-    except OSError as exc:
-        raise JournalError(path, f"cannot open the journal: {exc.strerror}") from None
+    else:
+        if os.fstat(fd).st_size == 0:
+            try:
+                os.write(fd, JSONL_HEADER)
+                if sync:
+                    os.fsync(fd)
+            except OSError as exc:
+                os.close(fd)
+                raise JournalError(path, f"cannot write the journal: {exc.strerror}") from None
+        return fd
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise _missing_directory(path)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd, temporary = files.create_temporary(directory, os.path.basename(path))
         try:
             os.write(fd, JSONL_HEADER)
             if sync:
@@ -76,7 +87,7 @@ def _open_jsonl(path: str, sync: bool) -> int:
         try:
             os.link(temporary, path)
         except FileExistsError:
-            pass  # someone else created it meanwhile: use theirs
+            pass  # someone else created it meanwhile: theirs is checked as any existing file
         finally:
             os.unlink(temporary)
         if sync:
@@ -85,9 +96,12 @@ def _open_jsonl(path: str, sync: bool) -> int:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-        return os.open(path, flags)
     except OSError as exc:
         raise JournalError(path, f"cannot create the journal: {exc.strerror}") from None
+    try:
+        return files.open_existing(path, flags | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise JournalError(path, "was removed while it was created") from None
 
 
 def _jsonl_tail(path: str, fd: int) -> tuple[int, int]:

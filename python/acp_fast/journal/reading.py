@@ -12,6 +12,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from .. import _core
+from . import files
 from .records import (
     _ENVELOPE_KEY,
     _KINDS,
@@ -152,6 +153,7 @@ def _parse_line(path: str, raw: bytes, expected: int) -> JournalRecord:
 
 
 def _read_sqlite(path: str) -> Iterator[JournalRecord]:
+    files.check_sqlite_files_for_reading(os.path.realpath(path))
     try:
         connection = sqlite3.connect(f"file:{_uri_path(path)}?mode=rw", uri=True)
     except sqlite3.DatabaseError as exc:

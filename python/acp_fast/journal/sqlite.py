@@ -13,6 +13,7 @@ from time import time_ns
 from typing import TYPE_CHECKING
 
 from .. import _core
+from . import files
 from .observer import _Journal
 from .reading import _check_sqlite_meta, batch_lines
 from .records import (
@@ -75,7 +76,7 @@ class SqliteJournal(_Journal):
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
-        connection, version = _open_sqlite(self.path, create=True)
+        connection, version, real_path = _open_sqlite(self.path, create=True)
         packed = version == SQLITE_FORMAT_VERSION  # a version 2 journal goes on plain
         inner = getattr(observer, "on_update", None)
         writer: _core.SqliteWriter | _SqliteFallback | None = None
@@ -87,7 +88,7 @@ class SqliteJournal(_Journal):
                     writer = _core.SqliteWriter(
                         library,
                         _SQLITE_VERSION,
-                        self.path,
+                        real_path,
                         self.fsync,
                         last_record,
                         self.last_transport_epoch,
@@ -326,20 +327,29 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int]:
+def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int, str]:
     """Connect to a journal, creating it when `create` and the database is new; with its
-    format version."""
+    format version and the path SQLite was given (a final symlink resolved: `files`)."""
     if not create and not os.path.exists(path):
         raise JournalError(path, "no such file")
-    if create and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise _missing_directory(path)
-    if os.path.exists(path):
+    if create:
+        path = files.resolve_for_writing(path)
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise _missing_directory(path)
+        # Created here (O_EXCL | O_NOFOLLOW), never by SQLite through a planted name; an
+        # empty database is a new journal.
+        fd = files.create_new(path)
+        if fd is None:
+            fd = files.open_existing(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            head = os.pread(fd, len(SQLITE_MAGIC), 0)
+        finally:
+            os.close(fd)
+        _check_sqlite_head(path, head)
+        files.prepare_sqlite_files(path)
+    elif os.path.exists(path):
         with open(path, "rb") as handle:
-            head = handle.read(len(SQLITE_MAGIC))
-        if head and head != SQLITE_MAGIC:
-            if head == JSONL_HEADER[: len(head)]:
-                raise JournalError(path, "a JSONL journal, not SQLite (open it with JsonlJournal)")
-            raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
+            _check_sqlite_head(path, handle.read(len(SQLITE_MAGIC)))
     try:
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
@@ -377,7 +387,14 @@ def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int]:
     except BaseException:
         connection.close()
         raise
-    return connection, version
+    return connection, version, path
+
+
+def _check_sqlite_head(path: str, head: bytes) -> None:
+    if head and head != SQLITE_MAGIC:
+        if head == JSONL_HEADER[: len(head)]:
+            raise JournalError(path, "a JSONL journal, not SQLite (open it with JsonlJournal)")
+        raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
 
 
 def _sqlite_tail(path: str, connection: sqlite3.Connection, packed: bool) -> tuple[int, int]:
