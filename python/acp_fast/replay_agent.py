@@ -49,7 +49,7 @@ from functools import partial
 from operator import contains
 from typing import Any, BinaryIO
 
-from . import journal
+from . import _json, journal
 
 CLIENT_METHODS = ("initialize", "session/new", "session/prompt")
 WAIT_SECONDS = 10.0
@@ -131,7 +131,7 @@ def load(path: str, epoch: int | None = None) -> Recording:
     entries = []
     for number, line in lines:
         try:
-            entry = json.loads(line)
+            entry = _json.loads_lenient(line)
             direction = entry["dir"]
         except (ValueError, KeyError, TypeError):
             raise RecordingError(
@@ -207,7 +207,7 @@ def _from_journal(path: str, epoch: int | None) -> list[Entry]:
         if not first_session and record.session_id:
             first_session = record.session_id
         try:
-            message = json.loads(record.envelope)
+            message = _json.loads_lenient(record.envelope)
         except ValueError:
             message = None
         direction = "->" if kind == journal.RecordKind.SENT else "<-"
@@ -292,7 +292,7 @@ class Replay:
                 self.log.write(raw if raw.endswith(b"\n") else raw + b"\n")
                 self.log.flush()
             try:
-                value = json.loads(raw)
+                value = _json.loads_lenient(raw.decode("utf-8"))
             except ValueError:
                 value = {"unparsed": raw.decode("utf-8", "replace").rstrip("\n")}
             if isinstance(value, dict):

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from acp_fast import journal
 
 NOBODY = 65534

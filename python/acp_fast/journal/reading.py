@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import warnings
 from collections.abc import Iterator, Mapping
@@ -11,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 from urllib.parse import quote
 
-from .. import _core
+from .. import _core, _json
 from . import files
 from .records import (
     _ENVELOPE_KEY,
@@ -99,11 +100,73 @@ def _read_jsonl(path: str) -> Iterator[JournalRecord]:
             expected += 1
 
 
+# The layout every writer makes: a record's header, its session, then fields and envelope.
+_CANONICAL = re.compile(r'\{"n":(\d+),"k":"([a-z]+)","e":(\d+),"s":(\d+),"t":(\d+),"i":"')
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def _parse_line(path: str, raw: bytes, expected: int) -> JournalRecord:
     """One record's line (without its newline), which must be record number `expected`."""
     try:
         text = raw.decode("utf-8", "surrogatepass")
-        value = _decode(text)
+    except ValueError as exc:
+        raise JournalError(path, f"not valid UTF-8 ({exc})", expected) from None
+    record = _parse_canonical(path, text, expected)
+    if record is not None:
+        return record
+    return _parse_any(path, text, expected)
+
+
+def _parse_canonical(path: str, text: str, expected: int) -> JournalRecord | None:
+    """A record in the writers' own layout, read without parsing its envelope (which is the
+    agent's JSON, as deep and as large as the agent made it); None for any other layout."""
+    match = _CANONICAL.match(text)
+    if match is None:
+        return None
+    try:
+        session, at = _scanstring(text, match.end())
+        fields: Any = None
+        if text.startswith(',"p":', at):
+            try:
+                fields, at = _raw_decode(text, at + 5)
+            except RecursionError:
+                raise JournalError(path, "its fields are nested too deep", expected) from None
+        if text.startswith(_ENVELOPE_KEY, at) and text.endswith("}"):
+            envelope = text[at + len(_ENVELOPE_KEY) : -1]
+        elif text.startswith(',"x":"', at):
+            envelope, at = _scanstring(text, at + 6)
+            if at != len(text) - 1 or not text.endswith("}"):
+                return None
+        else:
+            return None
+    except ValueError:
+        return None
+    number, kind, epoch, sequence, stamp = match.groups()
+    if int(number) != expected:
+        raise JournalError(
+            path, f"numbered {int(number)!r}: a record is missing or out of order", expected
+        )
+    record_kind = _KIND_OF.get(kind)
+    if record_kind is None:
+        raise JournalError(path, f"unknown kind {kind!r}", expected)
+    return JournalRecord(
+        expected,
+        record_kind,
+        int(epoch),
+        int(sequence),
+        session,
+        int(stamp) / 1e9,
+        envelope,
+        _fields(path, expected, fields),
+    )
+
+
+def _parse_any(path: str, text: str, expected: int) -> JournalRecord:
+    """A record in any other layout (keys reordered, spaces): parsed whole, values nested too
+    deep read as null (the envelope is still taken from the text)."""
+    try:
+        value = _json.loads_lenient(text)
     except ValueError as exc:
         raise JournalError(path, f"not valid JSON ({exc})", expected) from None
     if not isinstance(value, dict):
