@@ -61,6 +61,7 @@ from .records import (
     FORMAT_VERSION,
     FSYNC_MODES,
     JSONL_HEADER,
+    MAX_RECORD_BYTES,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     Fsync,
@@ -77,6 +78,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FSYNC_MODES",
     "JSONL_HEADER",
+    "MAX_RECORD_BYTES",
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SUFFIXES",
@@ -107,6 +109,7 @@ def open_journal(
     kind: Literal["jsonl", "sqlite"] | None = None,
     observer: object | None = None,
     transport_epoch: int | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> JsonlJournal | SqliteJournal:
     """Open a journal for appending: an existing file keeps its kind (by content); a new one is
     SQLite when `kind` says so or its name ends in .sqlite, .sqlite3 or .db, else JSONL."""
@@ -117,7 +120,13 @@ def open_journal(
     if chosen is None:
         chosen = "sqlite" if os.fspath(path).endswith(SQLITE_SUFFIXES) else "jsonl"
     cls = SqliteJournal if chosen == "sqlite" else JsonlJournal
-    return cls(path, fsync, observer=observer, transport_epoch=transport_epoch)
+    return cls(
+        path,
+        fsync,
+        observer=observer,
+        transport_epoch=transport_epoch,
+        max_record_bytes=max_record_bytes,
+    )
 
 
 # Named where they are imported from (reprs, tracebacks), not by the file defining them.

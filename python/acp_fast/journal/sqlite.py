@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 from .. import _core
 from . import files
 from .observer import _Journal
-from .reading import _check_sqlite_meta, batch_lines
+from .reading import SELECT_BATCHES, _check_sqlite_meta, batch_lines, last_numbers
 from .records import (
+    BATCH_SLACK_BYTES,
     FORMAT_NAME,
     JSONL_HEADER,
+    MAX_RECORD_BYTES,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     SQLITE_PLAIN_VERSION,
@@ -72,6 +74,7 @@ class SqliteJournal(_Journal):
         *,
         observer: object | None = None,
         transport_epoch: int | None = None,
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
@@ -81,7 +84,9 @@ class SqliteJournal(_Journal):
         inner = getattr(observer, "on_update", None)
         writer: _core.SqliteWriter | _SqliteFallback | None = None
         try:
-            last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection, packed)
+            last_record, self.last_transport_epoch = _sqlite_tail(
+                self.path, connection, packed, max_record_bytes
+            )
             library = _sqlite_library()
             if library is not None:
                 try:
@@ -397,23 +402,20 @@ def _check_sqlite_head(path: str, head: bytes) -> None:
         raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
 
 
-def _sqlite_tail(path: str, connection: sqlite3.Connection, packed: bool) -> tuple[int, int]:
+def _sqlite_tail(
+    path: str, connection: sqlite3.Connection, packed: bool, limit: int
+) -> tuple[int, int]:
     """The last record's number and epoch ((0, 0) when there is none)."""
     try:
         row = connection.execute(
-            "SELECT last_record, records FROM batches ORDER BY first_record DESC LIMIT 1"
+            SELECT_BATCHES.replace("first_record, ", "", 1) + " ORDER BY first_record DESC LIMIT 1",
+            (limit + BATCH_SLACK_BYTES,),
         ).fetchone()
     except sqlite3.DatabaseError as exc:
         raise JournalError(path, f"not an acp-fast journal ({exc})") from None
     if row is None:
         return 0, 0
-    number, records = row
-    records = batch_lines(path, records, number, packed=packed)
+    number, stored, records = row
+    records = batch_lines(path, records, number, limit, packed=packed, stored=stored)
     line = records[records.rfind(b"\n", 0, len(records) - 1) + 1 :]
-    try:
-        record = json.loads(line)
-        if record["n"] != number:
-            raise ValueError(number)
-        return int(number), int(record["e"])
-    except (ValueError, KeyError, TypeError):
-        raise JournalError(path, "the last record is corrupted", number) from None
+    return last_numbers(path, line, number)
