@@ -121,9 +121,19 @@ def load(path: str, epoch: int | None = None) -> Recording:
         kind = None
     if kind is not None:
         return Recording(_from_journal(path, epoch), None)
+    limit = journal.MAX_RECORD_BYTES
+    lines = []
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
+            number = 0
+            while line := handle.readline(limit + 1):
+                number += 1
+                if len(line) > limit:
+                    raise RecordingError(
+                        f"{path}: line {number} is longer than {limit} characters: not read"
+                    )
+                if line.strip():
+                    lines.append((number, line))
     except OSError as exc:
         raise RecordingError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError:

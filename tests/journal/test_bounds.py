@@ -148,3 +148,35 @@ def test_a_journal_whose_run_never_started(tmp_path: Path, name: str) -> None:
     journal.open_journal(path).close()  # opened, nothing recorded
     assert list(journal.read(path)) == []
     assert journal.summarize(path).records == 0
+
+
+def test_the_replay_loader_is_bounded_too(tmp_path: Path) -> None:
+    path = tmp_path / "crafted.jsonl"
+    with open(path, "wb") as handle:
+        handle.write(journal.JSONL_HEADER)
+        handle.write(b'{"n":1,"k":"update","e":1,"s":1,"t":1,"i":"s","m":{"a":"')
+        handle.truncate(handle.tell() + 512 * MIB)
+    code = f"""
+from acp_fast import journal, replay_agent
+try:
+    replay_agent.load({str(path)!r})
+except journal.JournalError as exc:
+    print("JournalError:", exc)
+"""
+    peak, output = peak_rss_mib(code)
+    assert "longer than max_record_bytes" in output, output
+    assert peak < 400, f"peak RSS {peak:.0f} MiB"
+    transcript = tmp_path / "t.jsonl"
+    with open(transcript, "wb") as handle:
+        handle.write(b'{"t":0,"dir":"<-","msg":"')
+        handle.truncate(handle.tell() + 512 * MIB)
+    code = f"""
+from acp_fast import replay_agent
+try:
+    replay_agent.load({str(transcript)!r})
+except replay_agent.RecordingError as exc:
+    print("RecordingError:", exc)
+"""
+    peak, output = peak_rss_mib(code)
+    assert "line 1 is longer than" in output, output
+    assert peak < 600, f"peak RSS {peak:.0f} MiB"
