@@ -163,3 +163,15 @@ def test_a_sqlite_journal_reopened_after_planting_side_files(
     with pytest.raises(journal.JournalError, match="symbolic link"):
         journal.SqliteJournal(target)
     assert untouched(secrets)
+
+
+@pytest.mark.parametrize("name", ["j.jsonl", "j.db", "j.db-wal"])
+def test_a_hard_link_to_a_file_of_ours_is_refused(
+    shared: Path, secrets: tuple[Path, Path], name: str
+) -> None:
+    # Another user can make one where fs.protected_hardlinks is off; made here by root (the
+    # kernel of this machine may refuse nobody), the file is ours either way.
+    os.link(secrets[1], shared / name)
+    with pytest.raises(journal.JournalError, match="other hard links"):
+        journal.open_journal(shared / name.removesuffix("-wal"))
+    assert untouched(secrets)
