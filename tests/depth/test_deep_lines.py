@@ -102,9 +102,26 @@ def test_a_deep_line_never_stops_the_client(
 ) -> None:
     line = lines(depth)[name]
     recorder = Recorder()
-    observer: Any = journal.JsonlJournal(tmp_path / "j.jsonl", observer=recorder)
-    if not with_journal:
-        observer = recorder
+    observer: Any = recorder
+    if with_journal:
+        observer = journal.JsonlJournal(tmp_path / "j.jsonl", observer=recorder)
+    try:
+        check_run(tmp_path, name, depth, line, observer, recorder, session_state)
+    finally:
+        if with_journal:
+            observer.close()  # its descriptors, before the next test counts them
+
+
+def check_run(
+    tmp_path: Path,
+    name: str,
+    depth: int,
+    line: str,
+    observer: Any,
+    recorder: Recorder,
+    session_state: str,
+) -> None:
+    with_journal = observer is not recorder
     decoded_update = name.startswith(("chunk", "tool_call", "usage"))
     if session_state == "strict" and decoded_update:
         # Strict decoding refuses what it cannot decode, with the model's error.

@@ -35,18 +35,22 @@ def run(tmp_path: Path, lines: list[str], session_state: str = "off") -> tuple[A
     script = tmp_path / "script"
     script.write_text("\n".join(lines) + "\n")
     path = tmp_path / "j.jsonl"
+    observer = journal.JsonlJournal(path, observer=Recorder())
     client = acp.Client(
         sys.executable,
         args=[AGENT, str(script)],
-        observer=journal.JsonlJournal(path, observer=Recorder()),
+        observer=observer,
         session_state=session_state,  # type: ignore[arg-type]
         reader_limits=acp.DEFAULT_READER_LIMITS,
         transfer_limits=LIMITS,
         transport_epoch=1,
     )
-    with client:
-        client.start()
-        result = client.session(client.session_id).prompt("go")
+    try:
+        with client:
+            client.start()
+            result = client.session(client.session_id).prompt("go")
+    finally:
+        observer.close()
     return result, path
 
 
