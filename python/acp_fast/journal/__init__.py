@@ -43,6 +43,13 @@ what was recorded (with ``"every"``: every record whose callback returned). A JS
 end in a torn record (a write cut short); `read()` drops it with one `TornRecordWarning` and the
 next writer cuts it off. Reopening a journal appends after its last record, numbering on.
 
+Journals are hostile input when read back: `read()` (and reopening) refuses a record longer
+than ``max_record_bytes`` (default `MAX_RECORD_BYTES`, 64 MiB) with a `JournalError` naming the
+option, never parses an envelope deeper than the nesting bound, and opens only regular files.
+A journal in a shared directory is safe from names other users plant (see `files`): temporary
+files get unpredictable names and ``O_EXCL | O_NOFOLLOW``, and a symlink or file another user
+planted at the journal's path (or at a SQLite journal's ``-wal``/``-shm``) is refused.
+
 The journal is an observer: pass it as ``observer=``, or wrap your own
 (``JsonlJournal(path, observer=mine)``): every callback is forwarded to ``mine`` after it is
 recorded. It is not thread-safe: use it from the thread that runs the client's calls.
