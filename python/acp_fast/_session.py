@@ -91,6 +91,11 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     calls: tuple[Any, ...] = ()
     if not typed:
         tool_calls, plan, commands, usage = [], None, None, None
+    from . import _json
+
+    # The agent's values, nested as deep as it liked: deeper than the bound reads as null.
+    tool_calls = [_json.prune(call) for call in tool_calls or ()]
+    plan, commands, usage = (None if v is None else _json.prune(v) for v in (plan, commands, usage))
     if tool_calls:
         calls = _decode_list("[" + ",".join(tool_calls) + "]", "ToolCall") or ()
     if usage is not None:

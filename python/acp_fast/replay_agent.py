@@ -49,7 +49,7 @@ from functools import partial
 from operator import contains
 from typing import Any, BinaryIO
 
-from . import journal
+from . import _json, journal
 
 CLIENT_METHODS = ("initialize", "session/new", "session/prompt")
 WAIT_SECONDS = 10.0
@@ -121,9 +121,19 @@ def load(path: str, epoch: int | None = None) -> Recording:
         kind = None
     if kind is not None:
         return Recording(_from_journal(path, epoch), None)
+    limit = journal.MAX_RECORD_BYTES
+    lines = []
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
+            number = 0
+            while line := handle.readline(limit + 1):
+                number += 1
+                if len(line) > limit:
+                    raise RecordingError(
+                        f"{path}: line {number} is longer than {limit} characters: not read"
+                    )
+                if line.strip():
+                    lines.append((number, line))
     except OSError as exc:
         raise RecordingError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -131,7 +141,7 @@ def load(path: str, epoch: int | None = None) -> Recording:
     entries = []
     for number, line in lines:
         try:
-            entry = json.loads(line)
+            entry = _json.loads_lenient(line)
             direction = entry["dir"]
         except (ValueError, KeyError, TypeError):
             raise RecordingError(
@@ -207,7 +217,7 @@ def _from_journal(path: str, epoch: int | None) -> list[Entry]:
         if not first_session and record.session_id:
             first_session = record.session_id
         try:
-            message = json.loads(record.envelope)
+            message = _json.loads_lenient(record.envelope)
         except ValueError:
             message = None
         direction = "->" if kind == journal.RecordKind.SENT else "<-"
@@ -292,7 +302,7 @@ class Replay:
                 self.log.write(raw if raw.endswith(b"\n") else raw + b"\n")
                 self.log.flush()
             try:
-                value = json.loads(raw)
+                value = _json.loads_lenient(raw.decode("utf-8"))
             except ValueError:
                 value = {"unparsed": raw.decode("utf-8", "replace").rstrip("\n")}
             if isinstance(value, dict):

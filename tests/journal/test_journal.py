@@ -358,7 +358,6 @@ def test_files_that_are_not_journals(tmp_path: Path) -> None:
     cases = [
         (other, "not an acp-fast journal (no journal_meta table)"),
         (text, "not an acp-fast journal (the first line is not the journal header)"),
-        (empty, "empty file, not a journal"),
         (tmp_path / "missing.jsonl", "no such file"),
         (tmp_path, "is a directory"),
     ]
@@ -368,6 +367,10 @@ def test_files_that_are_not_journals(tmp_path: Path) -> None:
         assert str(caught.value).startswith(f"{path}: ")
     with pytest.raises(JournalError, match="no journal_meta table"):
         journal.SqliteJournal(other, "never").close()
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(JournalError, match="is not a regular file"):
+        read_all(fifo)  # never blocks waiting for a writer
     with pytest.raises(JournalError, match="the first line is not the journal header"):
         journal.JsonlJournal(text)
 

@@ -359,8 +359,23 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any JSON value")
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|v| Obj(Some(v)))
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                // A number serde_json holds as text (a float, an integer beyond 64 bits: the
+                // `arbitrary_precision` feature, so numbers survive exactly) arrives as a map
+                // of one entry under its private key: it is not an object.
+                let first = map
+                    .next_key::<Str<'de>>()?
+                    .map(|key| key.0.unwrap_or_default());
+                if first.as_deref() == Some(NUMBER_TOKEN) {
+                    map.next_value::<IgnoredAny>()?;
+                    return Ok(Obj(None));
+                }
+                let replay = Replay {
+                    done: first.is_none(),
+                    first,
+                    map,
+                };
+                T::deserialize(de::value::MapAccessDeserializer::new(replay)).map(|v| Obj(Some(v)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -392,6 +407,46 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
             }
         }
         d.deserialize_any(ObjVisitor(std::marker::PhantomData))
+    }
+}
+
+/// serde_json's private key for a number held as text (`arbitrary_precision`).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// A map whose first key was already read (to tell an object from a number held as text),
+/// handed on whole.
+struct Replay<'de, A> {
+    first: Option<Cow<'de, str>>,
+    done: bool,
+    map: A,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Replay<'de, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.first.take() {
+            Some(Cow::Borrowed(key)) => seed
+                .deserialize(de::value::BorrowedStrDeserializer::new(key))
+                .map(Some),
+            Some(Cow::Owned(key)) => seed
+                .deserialize(de::value::StringDeserializer::new(key))
+                .map(Some),
+            None => self.map.next_key_seed(seed),
+        }
+    }
+
+    fn next_value_seed<V: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
     }
 }
 
@@ -714,6 +769,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Numbers serde_json holds as text (`arbitrary_precision`) are not objects, and a tree
+    /// of the agent's JSON writes every number back as it came.
+    #[test]
+    fn numbers_held_as_text_are_not_objects_and_survive() {
+        for number in [
+            "1.5",
+            "-0.0",
+            "18446744073709551617",
+            "1e400",
+            "0.00014000000000000001",
+        ] {
+            let read = serde_json::from_str::<Obj<Box<UpdateFields<'_>>>>(number).unwrap();
+            assert!(read.0.is_none(), "{number}");
+            let text = format!("{{\"a\":{number}}}");
+            let read = serde_json::from_str::<Obj<Box<UpdateFields<'_>>>>(&text).unwrap();
+            assert!(read.0.is_some(), "{text}");
+        }
+        let read = serde_json::from_str::<Obj<Box<UpdateFields<'_>>>>("{}").unwrap();
+        assert!(read.0.is_some());
+        let escaped = r#"{"session\u0055pdate":"plan","sessionUpdate":"x"}"#;
+        assert!(serde_json::from_str::<Obj<Box<UpdateFields<'_>>>>(escaped).is_err());
+        let numbers = "[0.00014000000000000001,18446744073709551617,-0.0,1e400,5e-324,-7]";
+        let tree = serde_json::from_str::<serde_json::Value>(numbers).unwrap();
+        // The same numbers; serde_json writes an exponent with its sign.
+        assert_eq!(tree.to_string(), numbers.replace("1e400", "1e+400"));
     }
 
     /// A message line around `params` (raw JSON text).

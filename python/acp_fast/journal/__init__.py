@@ -43,6 +43,13 @@ what was recorded (with ``"every"``: every record whose callback returned). A JS
 end in a torn record (a write cut short); `read()` drops it with one `TornRecordWarning` and the
 next writer cuts it off. Reopening a journal appends after its last record, numbering on.
 
+Journals are hostile input when read back: `read()` (and reopening) refuses a record longer
+than ``max_record_bytes`` (default `MAX_RECORD_BYTES`, 64 MiB) with a `JournalError` naming the
+option, never parses an envelope deeper than the nesting bound, and opens only regular files.
+A journal in a shared directory is safe from names other users plant (see `files`): temporary
+files get unpredictable names and ``O_EXCL | O_NOFOLLOW``, and a symlink or file another user
+planted at the journal's path (or at a SQLite journal's ``-wal``/``-shm``) is refused.
+
 The journal is an observer: pass it as ``observer=``, or wrap your own
 (``JsonlJournal(path, observer=mine)``): every callback is forwarded to ``mine`` after it is
 recorded. It is not thread-safe: use it from the thread that runs the client's calls.
@@ -53,6 +60,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from . import files
 from .jsonl import JsonlJournal
 from .reading import journal_kind, read
 from .records import (
@@ -60,6 +68,7 @@ from .records import (
     FORMAT_VERSION,
     FSYNC_MODES,
     JSONL_HEADER,
+    MAX_RECORD_BYTES,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     Fsync,
@@ -76,6 +85,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FSYNC_MODES",
     "JSONL_HEADER",
+    "MAX_RECORD_BYTES",
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SUFFIXES",
@@ -106,17 +116,24 @@ def open_journal(
     kind: Literal["jsonl", "sqlite"] | None = None,
     observer: object | None = None,
     transport_epoch: int | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> JsonlJournal | SqliteJournal:
     """Open a journal for appending: an existing file keeps its kind (by content); a new one is
     SQLite when `kind` says so or its name ends in .sqlite, .sqlite3 or .db, else JSONL."""
-    found = journal_kind(path)
+    found = journal_kind(files.resolve_for_writing(os.fspath(path)))
     if found is not None and kind is not None and found != kind:
         raise JournalError(os.fspath(path), f"is a {found} journal, not {kind}")
     chosen = found or kind
     if chosen is None:
         chosen = "sqlite" if os.fspath(path).endswith(SQLITE_SUFFIXES) else "jsonl"
     cls = SqliteJournal if chosen == "sqlite" else JsonlJournal
-    return cls(path, fsync, observer=observer, transport_epoch=transport_epoch)
+    return cls(
+        path,
+        fsync,
+        observer=observer,
+        transport_epoch=transport_epoch,
+        max_record_bytes=max_record_bytes,
+    )
 
 
 # Named where they are imported from (reprs, tracebacks), not by the file defining them.

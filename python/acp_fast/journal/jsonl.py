@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 
 from .. import _core
+from . import files
 from .observer import _Journal
+from .reading import last_numbers, parse_line, too_long
 from .records import (
     JSONL_HEADER,
+    MAX_RECORD_BYTES,
     Fsync,
     JournalError,
     TornRecordWarning,
@@ -29,13 +31,14 @@ class JsonlJournal(_Journal):
         *,
         observer: object | None = None,
         transport_epoch: int | None = None,
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
         fd = _open_jsonl(self.path, self.fsync != "never")
         try:
-            last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd)
+            last_record, self.last_transport_epoch = _jsonl_tail(self.path, fd, max_record_bytes)
             writer = _core.JournalWriter(
                 self.path,
                 fd,
@@ -52,21 +55,31 @@ class JsonlJournal(_Journal):
 
 def _open_jsonl(path: str, sync: bool) -> int:
     """Open an existing JSONL journal for appending, or create one atomically: the header is
-    written to a temporary file that is then linked into place, so `path` never exists without
-    its whole header."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+    written to a temporary file (an unpredictable name, ``O_EXCL | O_NOFOLLOW``) that is then
+    linked into place, so `path` never exists without its whole header. A symlink or a file
+    another user planted at `path` is refused (`files`). An existing empty file (made with
+    ``touch``) gets the header."""
+    path = files.resolve_for_writing(path)
+    flags = os.O_RDWR | os.O_APPEND
     try:
-        return os.open(path, flags)
+        fd = files.open_existing(path, flags | os.O_NONBLOCK)
     except FileNotFoundError:
         pass
-    except OSError as exc:
-        raise JournalError(path, f"cannot open the journal: {exc.strerror}") from None
+    else:
+        if os.fstat(fd).st_size == 0:
+            try:
+                os.write(fd, JSONL_HEADER)
+                if sync:
+                    os.fsync(fd)
+            except OSError as exc:
+                os.close(fd)
+                raise JournalError(path, f"cannot write the journal: {exc.strerror}") from None
+        return fd
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise _missing_directory(path)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd, temporary = files.create_temporary(directory, os.path.basename(path))
         try:
             os.write(fd, JSONL_HEADER)
             if sync:
@@ -76,7 +89,7 @@ def _open_jsonl(path: str, sync: bool) -> int:
         try:
             os.link(temporary, path)
         except FileExistsError:
-            pass  # someone else created it meanwhile: use theirs
+            pass  # someone else created it meanwhile: theirs is checked as any existing file
         finally:
             os.unlink(temporary)
         if sync:
@@ -85,34 +98,41 @@ def _open_jsonl(path: str, sync: bool) -> int:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-        return os.open(path, flags)
     except OSError as exc:
         raise JournalError(path, f"cannot create the journal: {exc.strerror}") from None
+    try:
+        return files.open_existing(path, flags | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise JournalError(path, "was removed while it was created") from None
 
 
-def _jsonl_tail(path: str, fd: int) -> tuple[int, int]:
+_BLOCK = 1 << 16
+
+
+def _last_newline(fd: int, start: int, end: int) -> int:
+    """The offset of the last newline in [start, end), or -1: blocks read backwards, each
+    searched once (linear in the bytes scanned, never a growing concatenation)."""
+    position = end
+    while position > start:
+        begin = max(start, position - _BLOCK)
+        block = os.pread(fd, position - begin, begin)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return begin + cut
+        position = begin
+    return -1
+
+
+def _jsonl_tail(path: str, fd: int, limit: int) -> tuple[int, int]:
     """Check the header, cut off a torn final record (warning once) and return the last
-    record's number and epoch ((0, 0) when there is none)."""
+    record's number and epoch ((0, 0) when there is none). Linear in the last line's length;
+    only its first bytes are parsed (the writers put the number and epoch first)."""
     size = os.fstat(fd).st_size
     head = os.pread(fd, len(JSONL_HEADER), 0)
     if head != JSONL_HEADER:
         raise JournalError(path, _not_a_journal(head))
-    end = size
-    block = 1 << 16
-    # Find the last newline; everything after it is a torn record.
-    tail = b""
-    position = size
-    while True:
-        start = max(len(JSONL_HEADER) - 1, position - block)
-        tail = os.pread(fd, position - start, start) + tail
-        position = start
-        cut = tail.rfind(b"\n")
-        if cut >= 0:
-            end = position + cut + 1
-            break
-        if position <= len(JSONL_HEADER) - 1:
-            end = len(JSONL_HEADER)
-            break
+    header_end = len(JSONL_HEADER)
+    end = _last_newline(fd, header_end - 1, size) + 1  # the header's own newline at worst
     if end < size:
         warnings.warn(
             f"{path}: dropped a torn final record ({size - end} bytes), what a crash leaves",
@@ -120,23 +140,17 @@ def _jsonl_tail(path: str, fd: int) -> tuple[int, int]:
             stacklevel=4,
         )
         os.ftruncate(fd, end)
-    if end == len(JSONL_HEADER):
+    if end == header_end:
         return 0, 0
-    # The last complete line ends at `end`; find where it starts.
-    position = end - 1
-    chunk = b""
-    while True:
-        start = max(0, position - block)
-        chunk = os.pread(fd, position - start, start) + chunk
-        newline = chunk.rfind(b"\n")
-        if newline >= 0:
-            line = chunk[newline + 1 :]
-            break
-        position = start
+    start = _last_newline(fd, header_end - 1, end - 1) + 1
+    if end - 1 - start > limit:
+        raise too_long(path, "the last record", end - 1 - start, limit, None)
+    line = os.pread(fd, end - 1 - start, start)
     try:
-        record = json.loads(line)
-        return int(record["n"]), int(record["e"])
-    except (ValueError, KeyError, TypeError):
+        number, epoch = last_numbers(path, line, None)
+        parse_line(path, line, number)  # the whole record checked, as read() will
+        return number, epoch
+    except JournalError:
         number = _count_lines(fd, end) - 1
         raise JournalError(path, "the last record is corrupted", number) from None
 

@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import _json
 from .._types import PermissionRequest
 from .records import Fsync, RecordKind
 
@@ -164,7 +165,9 @@ class _Journal:
 
     def _wire(self, kind: RecordKind, line: str) -> None:
         try:
-            message = json.loads(line)
+            # Deep values read as null: only the session id is wanted, and the line is
+            # stored verbatim whatever its depth.
+            message = _json.loads_lenient(line)
         except ValueError:
             self._other(kind, "", line, None, is_json=False)
             return

@@ -36,6 +36,12 @@ BATCH_NS = 50_000_000
 
 _ENVELOPE_KEY = ',"m":'
 
+#: Readers refuse a record longer than this (``max_record_bytes``): a crafted journal must not
+#: make them hold a multiple of the file in memory.
+MAX_RECORD_BYTES = 64 << 20
+#: What a SQLite batch row may hold beyond its largest record (batches end near 1 MiB).
+BATCH_SLACK_BYTES = 4 << 20
+
 
 class RecordKind(enum.StrEnum):
     """What a journal record is; values are what the journal stores."""

@@ -13,11 +13,14 @@ from time import time_ns
 from typing import TYPE_CHECKING
 
 from .. import _core
+from . import files
 from .observer import _Journal
-from .reading import _check_sqlite_meta, batch_lines
+from .reading import SELECT_BATCHES, _check_sqlite_meta, batch_lines, last_numbers
 from .records import (
+    BATCH_SLACK_BYTES,
     FORMAT_NAME,
     JSONL_HEADER,
+    MAX_RECORD_BYTES,
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     SQLITE_PLAIN_VERSION,
@@ -71,23 +74,26 @@ class SqliteJournal(_Journal):
         *,
         observer: object | None = None,
         transport_epoch: int | None = None,
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ) -> None:
         super().__init__(observer, transport_epoch)
         self.path = os.fspath(path)
         self.fsync = _check_fsync(fsync)
-        connection, version = _open_sqlite(self.path, create=True)
+        connection, version, real_path = _open_sqlite(self.path, create=True)
         packed = version == SQLITE_FORMAT_VERSION  # a version 2 journal goes on plain
         inner = getattr(observer, "on_update", None)
         writer: _core.SqliteWriter | _SqliteFallback | None = None
         try:
-            last_record, self.last_transport_epoch = _sqlite_tail(self.path, connection, packed)
+            last_record, self.last_transport_epoch = _sqlite_tail(
+                self.path, connection, packed, max_record_bytes
+            )
             library = _sqlite_library()
             if library is not None:
                 try:
                     writer = _core.SqliteWriter(
                         library,
                         _SQLITE_VERSION,
-                        self.path,
+                        real_path,
                         self.fsync,
                         last_record,
                         self.last_transport_epoch,
@@ -326,20 +332,29 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int]:
+def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int, str]:
     """Connect to a journal, creating it when `create` and the database is new; with its
-    format version."""
+    format version and the path SQLite was given (a final symlink resolved: `files`)."""
     if not create and not os.path.exists(path):
         raise JournalError(path, "no such file")
-    if create and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise _missing_directory(path)
-    if os.path.exists(path):
+    if create:
+        path = files.resolve_for_writing(path)
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise _missing_directory(path)
+        # Created here (O_EXCL | O_NOFOLLOW), never by SQLite through a planted name; an
+        # empty database is a new journal.
+        fd = files.create_new(path)
+        if fd is None:
+            fd = files.open_existing(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            head = os.pread(fd, len(SQLITE_MAGIC), 0)
+        finally:
+            os.close(fd)
+        _check_sqlite_head(path, head)
+        files.prepare_sqlite_files(path)
+    elif os.path.exists(path):
         with open(path, "rb") as handle:
-            head = handle.read(len(SQLITE_MAGIC))
-        if head and head != SQLITE_MAGIC:
-            if head == JSONL_HEADER[: len(head)]:
-                raise JournalError(path, "a JSONL journal, not SQLite (open it with JsonlJournal)")
-            raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
+            _check_sqlite_head(path, handle.read(len(SQLITE_MAGIC)))
     try:
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
@@ -377,26 +392,30 @@ def _open_sqlite(path: str, *, create: bool) -> tuple[sqlite3.Connection, int]:
     except BaseException:
         connection.close()
         raise
-    return connection, version
+    return connection, version, path
 
 
-def _sqlite_tail(path: str, connection: sqlite3.Connection, packed: bool) -> tuple[int, int]:
+def _check_sqlite_head(path: str, head: bytes) -> None:
+    if head and head != SQLITE_MAGIC:
+        if head == JSONL_HEADER[: len(head)]:
+            raise JournalError(path, "a JSONL journal, not SQLite (open it with JsonlJournal)")
+        raise JournalError(path, "not an acp-fast journal (not a SQLite database)")
+
+
+def _sqlite_tail(
+    path: str, connection: sqlite3.Connection, packed: bool, limit: int
+) -> tuple[int, int]:
     """The last record's number and epoch ((0, 0) when there is none)."""
     try:
         row = connection.execute(
-            "SELECT last_record, records FROM batches ORDER BY first_record DESC LIMIT 1"
+            SELECT_BATCHES.replace("first_record, ", "", 1) + " ORDER BY first_record DESC LIMIT 1",
+            (limit + BATCH_SLACK_BYTES,),
         ).fetchone()
     except sqlite3.DatabaseError as exc:
         raise JournalError(path, f"not an acp-fast journal ({exc})") from None
     if row is None:
         return 0, 0
-    number, records = row
-    records = batch_lines(path, records, number, packed=packed)
+    number, stored, records = row
+    records = batch_lines(path, records, number, limit, packed=packed, stored=stored)
     line = records[records.rfind(b"\n", 0, len(records) - 1) + 1 :]
-    try:
-        record = json.loads(line)
-        if record["n"] != number:
-            raise ValueError(number)
-        return int(number), int(record["e"])
-    except (ValueError, KeyError, TypeError):
-        raise JournalError(path, "the last record is corrupted", number) from None
+    return last_numbers(path, line, number)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _json
 from .reading import journal_kind, read
 from .records import RecordKind, TornRecordWarning
 
@@ -61,7 +62,7 @@ def _update_kind(envelope: str) -> str:
         if end > start and "\\" not in name and envelope.count('"sessionUpdate"') == 1:
             return name
     try:
-        update = json.loads(envelope)["params"]["update"]["sessionUpdate"]
+        update = _json.loads_lenient(envelope)["params"]["update"]["sessionUpdate"]
     except (ValueError, KeyError, TypeError):
         return "unknown"
     return update if isinstance(update, str) else "unknown"
@@ -114,7 +115,7 @@ def summarize(path: str | os.PathLike[str]) -> JournalStats:
                 stats.permissions[label] = stats.permissions.get(label, 0) + 1
             elif record.kind in (RecordKind.SENT, RecordKind.RECEIVED):
                 try:
-                    message = json.loads(record.envelope)
+                    message = _json.loads_lenient(record.envelope)
                 except ValueError:
                     continue
                 if not isinstance(message, dict):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from .. import _json
 from . import _generated as g
 from ._base import (
     B64,
@@ -74,11 +75,35 @@ _json_encode = msgspec.json.encode
 
 
 def parse_json(text: str | bytes) -> Json:
-    """Parse one JSON text; JSON_PARSE at ``$`` with the parser's message on failure."""
+    """Parse one JSON text; JSON_PARSE at ``$`` with the parser's message on failure (a text
+    nested deeper than ``_json.MAX_DEPTH`` is one)."""
     try:
+        _json.check(text)
         return _json_decode(text)
-    except msgspec.DecodeError as e:
+    except _json.TooDeep as e:
         raise ProtocolDecodeError(K.JSON_PARSE, "$", str(e)) from None
+    except msgspec.DecodeError as e:
+        if str(e).startswith("Number out of range"):
+            # A literal beyond a double (1e400): read as Python's json does (inf), not refused.
+            return _json_decode_wide(text)
+        raise ProtocolDecodeError(K.JSON_PARSE, "$", str(e)) from None
+
+
+_json_decode_wide = msgspec.json.Decoder(float_hook=float).decode
+
+
+def parse_json_bounded(text: str | bytes, strict: int) -> Json:
+    """`parse_json`, except that decoding leniently reads values nested too deep as null."""
+    if not strict and _json.too_deep(text):
+        text = _json.prune(text if isinstance(text, str) else bytes(text).decode("utf-8"))
+    return parse_json(text)
+
+
+def shallow(value: Any) -> bool:
+    """Whether msgspec may decode `value` (text) directly: it recurses once a level."""
+    if isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    return not isinstance(value, (str, bytes)) or not _json.too_deep(value)
 
 
 def stringify_json(value: Json) -> str:
@@ -565,10 +590,13 @@ def decode_as(cls: type[T], value: Any, *, strict: bool = True, path: str = "$")
 
 def _decode_spec(t: Any, spec: tuple[Any, ...], value: Any, strict: int, path: str) -> Any:
     if isinstance(value, _TEXT):
-        try:
-            return fast_decoder(t).decode(value)
-        except msgspec.DecodeError:
-            obj = parse_json(value if isinstance(value, (str, bytes)) else bytes(value))
+        text = value if isinstance(value, (str, bytes)) else bytes(value)
+        if not _json.too_deep(text):
+            try:
+                return fast_decoder(t).decode(text)
+            except msgspec.DecodeError:
+                pass
+        obj = parse_json_bounded(text, strict)
     else:
         obj = value
         try:

@@ -13,8 +13,9 @@ from ._codec import (
     _dec,
     _decode_spec,
     fast_decoder,
-    parse_json,
+    parse_json_bounded,
     session_update_from_json,
+    shallow,
 )
 from ._elicitation import ElicitationCreateResult
 
@@ -111,7 +112,7 @@ def decode_message(
 
     Methods starting with ``_`` are extensions: their params stay JSON even when strict.
     """
-    obj = parse_json(line) if isinstance(line, (str, bytes)) else line
+    obj = parse_json_bounded(line, strict) if isinstance(line, (str, bytes)) else line
     if type(obj) is not dict:
         raise ProtocolDecodeError(K.EXPECTED_OBJECT, "$")
     if strict:
@@ -187,8 +188,8 @@ class _PermissionLine(msgspec.Struct):
     params: g.RequestPermissionRequest
 
 
-def _params_of(line: str | bytes) -> Any:
-    obj = parse_json(line)
+def _params_of(line: str | bytes, strict: bool) -> Any:
+    obj = parse_json_bounded(line, strict)
     if type(obj) is not dict:
         raise ProtocolDecodeError(K.EXPECTED_OBJECT, "$")
     if "params" not in obj:
@@ -206,10 +207,12 @@ def decode_update(
     """
     if isinstance(value, (str, bytes)):
         try:
-            out: g.SessionUpdate = fast_decoder(_UpdateLine).decode(value).params.update
-            return out
+            if shallow(value):
+                out: g.SessionUpdate = fast_decoder(_UpdateLine).decode(value).params.update
+                return out
         except msgspec.DecodeError:
-            value = _params_of(value)
+            pass
+        value = _params_of(value, strict)
     note = _typed(g.SessionNotification, value, "$", strict)
     update: g.SessionUpdate | UnknownUpdate = note.update
     return update
@@ -221,10 +224,12 @@ def decode_permission_request(
     """The typed params of a ``session/request_permission`` request (line or params)."""
     if isinstance(value, (str, bytes)):
         try:
-            out: g.RequestPermissionRequest = fast_decoder(_PermissionLine).decode(value).params
-            return out
+            if shallow(value):
+                out: g.RequestPermissionRequest = fast_decoder(_PermissionLine).decode(value).params
+                return out
         except msgspec.DecodeError:
-            value = _params_of(value)
+            pass
+        value = _params_of(value, strict)
     req: g.RequestPermissionRequest = _typed(g.RequestPermissionRequest, value, "$", strict)
     return req
 
