@@ -211,8 +211,10 @@ def test_remember_keeps_always_answers_per_session(make_host_client: MakeClient)
     policy = acp.PermissionPolicy(default=D.ALLOW, persist=True, remember=True)
     client, rec = make_host_client(permission_policy=policy)
     first = run(client, [ask("write a")])
-    # A stricter policy now; the remembered answer still decides the same (kind, title).
-    client.permission_policy = acp.PermissionPolicy(deny=[Rule()], persist=False, remember=True)
+    # A new policy without a matching deny rule: the remembered answer decides (kind, title).
+    client.permission_policy = acp.PermissionPolicy(
+        deny=[Rule(title="b")], persist=False, remember=True
+    )
     second = run(client, [ask("write a"), ask("write b")])
     assert [outcome(a)["optionId"] for a in first + second] == ["aa", "aa", "ro"]
     assert [(c.decision, c.reason) for c in rec.commits] == [
@@ -227,6 +229,41 @@ def test_remember_keeps_always_answers_per_session(make_host_client: MakeClient)
     # Without remember the kept answers are not consulted.
     client.permission_policy = acp.PermissionPolicy(deny=[Rule()])
     assert outcome(run(client, [ask("write a")])[0])["optionId"] == "ro"
+
+
+def test_a_deny_rule_of_the_current_policy_beats_a_remembered_allow(
+    make_host_client: MakeClient,
+) -> None:
+    """Issue 21 #7: an `allow_always` remembered under an old policy must not outrank a deny
+    rule of the policy set later, whatever the rule matches on."""
+    client, rec = make_host_client(
+        permission_policy=acp.PermissionPolicy(allow=[Rule()], persist=True, remember=True)
+    )
+    assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "aa"
+    for deny in (Rule(), Rule(kind="edit"), Rule(title="RM -RF"), Rule(title=re.compile("^rm"))):
+        client.permission_policy = acp.PermissionPolicy(deny=[deny], remember=True)
+        assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "ro"
+    # The remembered answer is kept, not erased: with no deny rule matching it decides again.
+    client.permission_policy = acp.PermissionPolicy(deny=[Rule(kind="execute")], remember=True)
+    assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "aa"
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("allow", "allow rule 0"),
+        *[("deny", "deny rule 0")] * 4,
+        ("allow", "remembered"),
+    ]
+
+
+def test_a_remembered_reject_beats_a_new_allow_rule(make_host_client: MakeClient) -> None:
+    client, rec = make_host_client(
+        permission_policy=acp.PermissionPolicy(deny=[Rule()], persist=True, remember=True)
+    )
+    assert outcome(run(client, [ask()])[0])["optionId"] == "ra"
+    client.permission_policy = acp.PermissionPolicy(allow=[Rule()], remember=True)
+    assert outcome(run(client, [ask()])[0])["optionId"] == "ra"
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "deny rule 0"),
+        ("deny", "remembered"),
+    ]
 
 
 def test_a_cancelling_session_answers_cancelled_without_asking(

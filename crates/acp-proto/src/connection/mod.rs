@@ -379,12 +379,13 @@ impl Connection {
         }
     }
 
-    /// Whether a permission request still waiting for `decide` belongs to a session whose turn
-    /// is being cancelled (its answer will be `cancelled`; an observer asked about it can stop).
+    /// Whether a permission request still waiting for `decide` will be answered `cancelled`
+    /// whatever the observer says: its session's turn is being cancelled, or the agent withdrew
+    /// it with `$/cancel_request` (an observer asked about it can stop).
     pub fn ask_cancelled(&self, ask: AskId) -> bool {
-        self.core
-            .ask(ask)
-            .is_some_and(|request| self.core.latched(&request.record.session_id))
+        self.core.ask(ask).is_some_and(|request| {
+            request.withdrawn || self.core.latched(&request.record.session_id)
+        })
     }
 
     /// What the observer's `on_permission` is shown of a request not yet decided (built on
@@ -496,6 +497,7 @@ impl Core {
         }
         Err(AcpError::Capability {
             capability: capability.to_owned(),
+            agent_id: self.config.agent_id.clone(),
             message: format!(
                 "ACP agent '{}' did not advertise the '{capability}' capability.",
                 self.config.agent_id
@@ -633,6 +635,25 @@ impl Core {
         })
     }
 
+    /// `$/cancel_request` naming a permission request still waiting for `decide` (an awaited
+    /// `on_permission`): it is marked withdrawn, so `decide` answers it `cancelled` (sessions.md
+    /// §5). Whether one matched; an unknown or answered id, or a malformed line, matches none.
+    pub(super) fn withdraw_ask(&mut self, line: &str) -> bool {
+        let Some(wanted) = requested_id(line) else {
+            return false;
+        };
+        let found = self.asks.iter_mut().find(|(_, request)| {
+            serde_json::from_str::<Value>(&request.record.request_id).is_ok_and(|id| id == wanted)
+        });
+        match found {
+            Some((_, request)) => {
+                request.withdrawn = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn ask(&self, ask: AskId) -> Option<&Ask> {
         self.asks
             .iter()
@@ -644,6 +665,13 @@ impl Core {
         self.session(session_id)
             .is_some_and(|s| s.latched && (s.turn.is_some() || s.late_turn.is_some()))
     }
+}
+
+/// `params.requestId` of a `$/cancel_request` line (any JSON value but null).
+pub(crate) fn requested_id(line: &str) -> Option<Value> {
+    let mut value: Value = serde_json::from_str(line).ok()?;
+    let id = value.get_mut("params")?.get_mut("requestId")?.take();
+    (!id.is_null()).then_some(id)
 }
 
 pub(crate) fn ids<'a>(items: impl Iterator<Item = &'a str>) -> String {
