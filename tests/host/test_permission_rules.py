@@ -4,6 +4,7 @@ choice, the record's decision and reason, and the policy set between calls."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import acp_fast as acp
@@ -310,3 +311,95 @@ def test_policy_construction_checks_types() -> None:
         acp.PermissionOutcome("yes")  # type: ignore[arg-type]
     policy = acp.PermissionPolicy(allow=[Rule()], default="allow")
     assert policy.allow == (Rule(),) and policy.default is D.ALLOW
+
+
+# --- title patterns: a linear-time engine (issue 21 #9) -----------------------------------------
+
+
+def test_a_catastrophic_title_pattern_does_not_stall_the_client(
+    make_host_client: MakeClient,
+) -> None:
+    """`^(a+)+$` against 28 `a`s and a `!` took ~6 s under the GIL with Python's `re`; the
+    title may be as long as a pattern ever looks at (64 KiB) and it still answers at once."""
+    policy = acp.PermissionPolicy(
+        deny=[Rule(title=re.compile(r"^(a+)+$"))], allow=[Rule(title=re.compile(r"^(a|aa)+$"))]
+    )
+    client, rec = make_host_client(permission_policy=policy)
+    titles = ["a" * 28 + "!", "a" * 30_000 + "!", "a" * 40]
+    began = time.monotonic()
+    answers = run(client, [ask(title) for title in titles])
+    assert time.monotonic() - began < 10  # a backtracking engine would not finish this century
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "default"),
+        ("deny", "default"),
+        ("deny", "deny rule 0"),
+    ]
+    assert [outcome(a)["optionId"] for a in answers] == ["ro", "ro", "ro"]
+
+
+def test_titles_past_the_pattern_cap_fail_closed(make_host_client: MakeClient) -> None:
+    """A pattern looks at the first 64 KiB of a title: a longer one counts as matched by a deny
+    pattern and as not matched by an allow pattern, so padding cannot slip past a deny rule."""
+    policy = acp.PermissionPolicy(
+        deny=[Rule(title=re.compile(r"rm -rf"))],
+        allow=[Rule(title=re.compile(r"^echo"))],
+        default=D.ALLOW,
+    )
+    client, rec = make_host_client(permission_policy=policy)
+    padded = "echo " + " " * 70_000 + "; rm -rf /"
+    long_echo = "echo " + "x" * 70_000
+    run(client, [ask(padded), ask(long_echo), ask("echo hi")])
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "deny rule 0"),  # not searched, refused unseen
+        ("deny", "deny rule 0"),
+        ("allow", "allow rule 0"),
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
+def test_python_pattern_semantics_are_kept(make_host_client: MakeClient) -> None:
+    rules = [
+        Rule(title=re.compile(r"^ls$")),  # `$` also before a final newline, as in Python
+        Rule(title=re.compile(r"(?i)^GIT\s+status\Z")),
+        Rule(title=re.compile(r"[[]x]")),  # `[` inside a class is a literal
+        Rule(title=re.compile(r"run\b", re.IGNORECASE)),
+        Rule(title=re.compile(r"^first.second", re.DOTALL)),
+        Rule(title=re.compile(r"^third$", re.MULTILINE)),
+    ]
+    policy = acp.PermissionPolicy(allow=rules)
+    client, rec = make_host_client(permission_policy=policy)
+    titles = ["ls\n", "git  Status", "a[x]", "RUN it", "first\nsecond", "x\nthird\ny", "lsx"]
+    run(client, [ask(title) for title in titles])
+    assert [c.reason for c in rec.commits] == [
+        "allow rule 0",
+        "allow rule 1",
+        "allow rule 2",
+        "allow rule 3",
+        "allow rule 4",
+        "allow rule 5",
+        "default",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        (re.compile(r"(?<=sudo )rm"), "look-around"),
+        (re.compile(r"(?=rm)"), "look-around"),
+        (re.compile(r"(\w+) \1"), "backreference"),
+        (re.compile(r"a*+b"), "possessive"),
+        (re.compile(r"rm", re.ASCII), "re.ASCII"),
+    ],
+)
+def test_patterns_the_engine_cannot_run_are_refused_on_assignment(
+    make_host_client: MakeClient, pattern: re.Pattern[str], reason: str
+) -> None:
+    policy = acp.PermissionPolicy(allow=[Rule(kind="read")], deny=[Rule(title=pattern)])
+    with pytest.raises(ValueError, match=r"PermissionPolicy\.deny\[0\]") as caught:
+        make_host_client(permission_policy=policy, start=False)
+    assert reason in str(caught.value) and repr(pattern) in str(caught.value)
+    client, _ = make_host_client()
+    with pytest.raises(ValueError, match=reason):
+        client.permission_policy = policy
+    # The old policy stays in force.
+    assert client.permission_policy == acp.PermissionPolicy()

@@ -175,7 +175,7 @@ impl Ask {
         // `reject_always` still beats the allow rules, so a refusal is never undone by a grant).
         let ruled = if latched {
             Some(Ruling::new(Decision::Cancel, "session cancelled", false))
-        } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher) {
+        } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher, true) {
             Some(Ruling::new(
                 Decision::Deny,
                 format!("deny rule {i}"),
@@ -184,7 +184,7 @@ impl Ask {
         } else if let Some(decision) = remembered.filter(|_| policy.remember) {
             Some(Ruling::new(decision, "remembered", true))
         } else {
-            rules::first_match(&policy.allow, &subject, &policy.matcher)
+            rules::first_match(&policy.allow, &subject, &policy.matcher, false)
                 .map(|i| Ruling::new(Decision::Allow, format!("allow rule {i}"), persist))
         };
         let kind = subject.kind;
