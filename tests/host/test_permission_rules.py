@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
@@ -403,3 +404,43 @@ def test_patterns_the_engine_cannot_run_are_refused_on_assignment(
         client.permission_policy = policy
     # The old policy stays in force.
     assert client.permission_policy == acp.PermissionPolicy()
+
+
+# --- the agent withdraws a request while a synchronous on_permission runs -----------------------
+
+
+def _blocked_reading(pid: int) -> bool:
+    """Whether the agent sleeps in a read of its stdin (it wrote everything it had to)."""
+    try:
+        return "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def test_cancel_request_while_a_sync_on_permission_runs(make_host_client: MakeClient) -> None:
+    """Nothing is read while a synchronous `on_permission` runs; once it returns the driver looks
+    at what arrived meanwhile, and a `$/cancel_request` for this request replaces the answer."""
+    pids: list[int] = []
+
+    def slow_allow(request: acp.PermissionRequest) -> acp.PermissionOutcome:
+        # Returns once the agent has sent the cancel and waits for our answer (as a person
+        # answering late would): deterministic, no sleep standing in for the agent's speed.
+        deadline = time.monotonic() + 10
+        while not _blocked_reading(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return acp.PermissionOutcome(D.ALLOW)
+
+    client, rec = make_host_client(Recorder(slow_allow), start=False)
+    assert client.pid is not None
+    pids.append(client.pid)
+    client.start()
+    cancel = {"method": "$/cancel_request", "params": {"requestId": "h1"}}
+    answers = run(client, [{"send": ask()["request"]}, {"notify": cancel}, {"collect": 1}, ask()])
+    assert [outcome(a) for a in answers] == [
+        {"outcome": "cancelled"},
+        {"outcome": "selected", "optionId": "ao"},  # the next request is asked as usual
+    ]
+    assert [(c.outcome, c.decision, c.reason) for c in rec.commits] == [
+        ("cancelled", "cancel", "cancelled by the agent"),
+        ("selected", "allow", "observer"),
+    ]

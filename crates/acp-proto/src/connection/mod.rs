@@ -388,6 +388,41 @@ impl Connection {
         })
     }
 
+    /// After a blocking `on_permission` returned (nothing was read while it ran): whether the
+    /// agent has withdrawn the request meanwhile, by a `$/cancel_request` among the complete
+    /// lines already read and not yet handled. Such a request is then answered `cancelled`
+    /// (sessions.md §5); nothing is handled out of order (the line is handled in its turn, and
+    /// then names an answered request).
+    pub fn withdrawn_ahead(&mut self, ask: AskId) -> bool {
+        let Some(index) = self.core.asks.iter().position(|(id, _)| *id == ask) else {
+            return false;
+        };
+        let request = &mut self.core.asks[index].1;
+        if request.withdrawn {
+            return true;
+        }
+        let bytes = self.reader.unhandled();
+        // The common case: no cancellation anywhere in the buffer, one memchr-speed scan.
+        if memchr::memmem::find(bytes, b"$/cancel_request").is_none() {
+            return false;
+        }
+        let Ok(wanted) = serde_json::from_str::<Value>(&request.record.request_id) else {
+            return false;
+        };
+        let complete = match memchr::memrchr(b'\n', bytes) {
+            Some(last) => &bytes[..last],
+            None => return false,
+        };
+        let found = complete
+            .split(|b| *b == b'\n')
+            .filter(|line| memchr::memmem::find(line, b"$/cancel_request").is_some())
+            .filter_map(|line| std::str::from_utf8(line).ok())
+            .filter(|line| is_cancel_request(line))
+            .any(|line| requested_id(line).is_some_and(|id| id == wanted));
+        request.withdrawn = found;
+        found
+    }
+
     /// What the observer's `on_permission` is shown of a request not yet decided (built on
     /// demand: most hosts decide by policy and never look).
     pub fn preview(&self, ask: AskId) -> Option<PermissionRecord> {
@@ -665,6 +700,13 @@ impl Core {
         self.session(session_id)
             .is_some_and(|s| s.latched && (s.turn.is_some() || s.late_turn.is_some()))
     }
+}
+
+/// Whether a line is a `$/cancel_request` notification (its method, and no id).
+fn is_cancel_request(line: &str) -> bool {
+    serde_json::from_str::<Value>(line).is_ok_and(|v| {
+        v.get("method").and_then(Value::as_str) == Some("$/cancel_request") && v.get("id").is_none()
+    })
 }
 
 /// `params.requestId` of a `$/cancel_request` line (any JSON value but null).
