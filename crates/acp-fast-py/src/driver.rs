@@ -83,7 +83,11 @@ impl Driven {
 /// Nothing was read while a synchronous `on_permission` ran: read what the agent sent
 /// meanwhile (never waiting; nothing is handled) and see whether it withdrew the request.
 fn look_ahead(driven: &mut Driven, ask: AskId) {
-    if let Some(pipes) = driven.pipes.as_mut() {
+    if let Some(pipes) = driven
+        .pipes
+        .as_mut()
+        .filter(|_| driven.conn.room_to_look_ahead())
+    {
         let buf = driven.conn.read_buf();
         if !buf.is_empty() {
             // The end of input or an error is seen again by the loop's next read.

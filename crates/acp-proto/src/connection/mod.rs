@@ -43,6 +43,9 @@ use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
 use crate::update::{UpdateEvent, UpdateKind};
 use crate::wire::{self, Envelope, WireError};
 
+/// How much of what was read and not yet handled `Connection::withdrawn_ahead` looks at.
+pub const LOOK_AHEAD_BYTES: usize = 1 << 20;
+
 /// A permission request waiting for `decide`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AskId(pub u64);
@@ -388,6 +391,12 @@ impl Connection {
         })
     }
 
+    /// Whether `withdrawn_ahead` would look at more bytes than are already read (a driver
+    /// reads before asking only then).
+    pub fn room_to_look_ahead(&self) -> bool {
+        self.reader.unhandled().len() < LOOK_AHEAD_BYTES
+    }
+
     /// After a blocking `on_permission` returned (nothing was read while it ran): whether the
     /// agent has withdrawn the request meanwhile, by a `$/cancel_request` among the complete
     /// lines already read and not yet handled. Such a request is then answered `cancelled`
@@ -402,6 +411,9 @@ impl Connection {
             return true;
         }
         let bytes = self.reader.unhandled();
+        // Bounded: an agent that buffers a flood behind each request cannot make every request
+        // rescan it (the cancellation of interest follows its request closely).
+        let bytes = &bytes[..bytes.len().min(LOOK_AHEAD_BYTES)];
         // The common case: no cancellation anywhere in the buffer, one memchr-speed scan.
         if memchr::memmem::find(bytes, b"$/cancel_request").is_none() {
             return false;
