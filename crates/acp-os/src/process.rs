@@ -471,11 +471,19 @@ impl Agent {
         };
         let (stop_read, stop_write) = pipe_cloexec()?;
         let drain = Arc::clone(tail);
-        let thread = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("acp-fast-stderr".into())
-            .spawn(move || drain.drain(pipe, stop_read))?;
-        self.drain = Some((thread, stop_write));
-        Ok(())
+            .spawn(move || drain.drain(pipe, stop_read));
+        match spawned {
+            Ok(thread) => {
+                self.drain = Some((thread, stop_write));
+                Ok(())
+            }
+            Err(error) => {
+                tail.end(); // the pipe went with the closure: the tail has what it has
+                Err(error)
+            }
+        }
     }
 
     /// SIGTERM, then SIGKILL, to the whole group and to every descendant; returns without
@@ -968,5 +976,40 @@ mod tests {
         );
         waker.drain();
         agent.stop_and_reap();
+    }
+
+    #[test]
+    fn a_stderr_tail_is_read_without_a_thread_until_one_is_asked_for() {
+        let mut options = sh("echo first >&2; read line; echo second >&2; sleep 5");
+        options.stderr = StderrMode::Tail(4096);
+        let (mut agent, mut pipes) = spawn(&options).unwrap();
+        let tail = Arc::clone(agent.stderr_tail().unwrap());
+        assert!(agent.drain.is_none(), "no thread at spawn");
+        assert!(tail.raw_fd().is_some());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tail.now() != b"first\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(tail.now(), b"first\n"); // read by the caller (an event loop) alone
+        agent.drain_stderr_in_thread().unwrap();
+        assert!(agent.drain.is_some() && tail.raw_fd().is_none());
+        pipes.try_write(b"go\n").unwrap();
+        while tail.snapshot(Duration::ZERO) != b"first\nsecond\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(tail.snapshot(Duration::ZERO), b"first\nsecond\n"); // now by the thread
+        agent.stop_and_reap();
+        assert!(agent.drain.is_none(), "joined");
+    }
+
+    #[test]
+    fn reaping_closes_a_stderr_pipe_no_thread_owns() {
+        let mut options = sh("echo last words >&2");
+        options.stderr = StderrMode::Tail(4096);
+        let (mut agent, _pipes) = spawn(&options).unwrap();
+        let tail = Arc::clone(agent.stderr_tail().unwrap());
+        agent.stop_and_reap();
+        assert!(tail.raw_fd().is_none(), "closed");
+        assert!(tail.read_available(STDERR_READ_BUDGET), "ended");
     }
 }
