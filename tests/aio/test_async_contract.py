@@ -295,3 +295,28 @@ def test_capability_error_carries_the_agent_id(tmp_path: Path, asynchronous: boo
         str(error)
         == "ACP agent 'planted' did not advertise the 'sessionCapabilities.list' capability."
     )
+
+
+def test_the_loop_drains_the_stderr_tail_under_uvloop(tmp_path: Path) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    config = {"initialize": {"protocolVersion": 1, "agentCapabilities": {}}}
+    (tmp_path / "agent.json").write_text(json.dumps(config))
+    before = _tasks()
+
+    async def main() -> tuple[str, int]:
+        async with acp.AsyncClient(
+            sys.executable,
+            args=["-I", "-c", NOISY, str(tmp_path / "agent.json"), os.devnull],
+            **COMMON,
+            observer=Journal(),
+            cwd=str(tmp_path),
+            stderr="tail",
+        ) as client:
+            await client.start()
+            deadline = time.monotonic() + 20
+            while not client.stderr_tail() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return client.stderr_tail(), _tasks()
+
+    tail, tasks = uvloop.run(main())
+    assert (tail, tasks) == ("agent says hi\n", before)
