@@ -321,12 +321,12 @@ def test_a_catastrophic_title_pattern_does_not_stall_the_client(
     make_host_client: MakeClient,
 ) -> None:
     """`^(a+)+$` against 28 `a`s and a `!` took ~6 s under the GIL with Python's `re`; the
-    title may be as long as a pattern ever looks at (64 KiB) and it still answers at once."""
+    title may be as long as a pattern ever looks at (16 KiB) and it still answers at once."""
     policy = acp.PermissionPolicy(
         deny=[Rule(title=re.compile(r"^(a+)+$"))], allow=[Rule(title=re.compile(r"^(a|aa)+$"))]
     )
     client, rec = make_host_client(permission_policy=policy)
-    titles = ["a" * 28 + "!", "a" * 30_000 + "!", "a" * 40]
+    titles = ["a" * 28 + "!", "a" * 16_000 + "!", "a" * 40]
     began = time.monotonic()
     answers = run(client, [ask(title) for title in titles])
     assert time.monotonic() - began < 10  # a backtracking engine would not finish this century
@@ -339,7 +339,7 @@ def test_a_catastrophic_title_pattern_does_not_stall_the_client(
 
 
 def test_titles_past_the_pattern_cap_fail_closed(make_host_client: MakeClient) -> None:
-    """A pattern looks at the first 64 KiB of a title: a longer one counts as matched by a deny
+    """A pattern looks at 16 KiB of a title at most: a longer one counts as matched by a deny
     pattern and as not matched by an allow pattern, so padding cannot slip past a deny rule."""
     policy = acp.PermissionPolicy(
         deny=[Rule(title=re.compile(r"rm -rf"))],
@@ -347,8 +347,8 @@ def test_titles_past_the_pattern_cap_fail_closed(make_host_client: MakeClient) -
         default=D.ALLOW,
     )
     client, rec = make_host_client(permission_policy=policy)
-    padded = "echo " + " " * 70_000 + "; rm -rf /"
-    long_echo = "echo " + "x" * 70_000
+    padded = "echo " + " " * 20_000 + "; rm -rf /"
+    long_echo = "echo " + "x" * 20_000
     run(client, [ask(padded), ask(long_echo), ask("echo hi")])
     assert [(c.decision, c.reason) for c in rec.commits] == [
         ("deny", "deny rule 0"),  # not searched, refused unseen
