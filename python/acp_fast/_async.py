@@ -281,6 +281,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._timer: asyncio.TimerHandle | None = None
         self._guard: asyncio.Future[None] | None = None
         self._stop_error: BaseException | None = None
+        # The agent's stderr pipe (stderr="tail"), drained by a loop callback: no thread.
+        self._stderr_fd = -1
 
     def _make_session(
         self, session_id: str, cwd: str, directories: tuple[str, ...]
@@ -310,6 +312,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
         loop.add_reader(waker, self._on_wake)
         if exit_fd >= 0:
             loop.add_reader(exit_fd, self._on_exit)
+        self._stderr_fd = core.aio_stderr_fd()
+        if self._stderr_fd >= 0:
+            loop.add_reader(self._stderr_fd, self._on_stderr)
         # The loop's shutdown cancels every task: this one closes the client then.
         self._guard = asyncio.ensure_future(_guard(weakref.ref(self)))
         return loop
@@ -326,6 +331,11 @@ class AsyncClient(_ClientBase[AsyncSession]):
         if loop is not None:
             loop.remove_reader(self._fds[3])
         self._apply(self._live.aio_pump(_BUDGET, exited=True))
+
+    def _on_stderr(self) -> None:
+        if self._live.aio_stderr() and self._stderr_fd >= 0 and self._loop is not None:
+            self._loop.remove_reader(self._stderr_fd)  # it ended; close() closes the fd
+            self._stderr_fd = -1
 
     def _on_writable(self) -> None:
         self._apply(self._live.aio_write())
@@ -731,6 +741,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
         loop.remove_reader(waker)
         if exit_fd >= 0:
             loop.remove_reader(exit_fd)
+        if self._stderr_fd >= 0:
+            loop.remove_reader(self._stderr_fd)
+            self._stderr_fd = -1
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -4,6 +4,8 @@ choice, the record's decision and reason, and the policy set between calls."""
 from __future__ import annotations
 
 import re
+import time
+from pathlib import Path
 from typing import Any
 
 import acp_fast as acp
@@ -211,8 +213,10 @@ def test_remember_keeps_always_answers_per_session(make_host_client: MakeClient)
     policy = acp.PermissionPolicy(default=D.ALLOW, persist=True, remember=True)
     client, rec = make_host_client(permission_policy=policy)
     first = run(client, [ask("write a")])
-    # A stricter policy now; the remembered answer still decides the same (kind, title).
-    client.permission_policy = acp.PermissionPolicy(deny=[Rule()], persist=False, remember=True)
+    # A new policy without a matching deny rule: the remembered answer decides (kind, title).
+    client.permission_policy = acp.PermissionPolicy(
+        deny=[Rule(title="b")], persist=False, remember=True
+    )
     second = run(client, [ask("write a"), ask("write b")])
     assert [outcome(a)["optionId"] for a in first + second] == ["aa", "aa", "ro"]
     assert [(c.decision, c.reason) for c in rec.commits] == [
@@ -227,6 +231,41 @@ def test_remember_keeps_always_answers_per_session(make_host_client: MakeClient)
     # Without remember the kept answers are not consulted.
     client.permission_policy = acp.PermissionPolicy(deny=[Rule()])
     assert outcome(run(client, [ask("write a")])[0])["optionId"] == "ro"
+
+
+def test_a_deny_rule_of_the_current_policy_beats_a_remembered_allow(
+    make_host_client: MakeClient,
+) -> None:
+    """Issue 21 #7: an `allow_always` remembered under an old policy must not outrank a deny
+    rule of the policy set later, whatever the rule matches on."""
+    client, rec = make_host_client(
+        permission_policy=acp.PermissionPolicy(allow=[Rule()], persist=True, remember=True)
+    )
+    assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "aa"
+    for deny in (Rule(), Rule(kind="edit"), Rule(title="RM -RF"), Rule(title=re.compile("^rm"))):
+        client.permission_policy = acp.PermissionPolicy(deny=[deny], remember=True)
+        assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "ro"
+    # The remembered answer is kept, not erased: with no deny rule matching it decides again.
+    client.permission_policy = acp.PermissionPolicy(deny=[Rule(kind="execute")], remember=True)
+    assert outcome(run(client, [ask("rm -rf build")])[0])["optionId"] == "aa"
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("allow", "allow rule 0"),
+        *[("deny", "deny rule 0")] * 4,
+        ("allow", "remembered"),
+    ]
+
+
+def test_a_remembered_reject_beats_a_new_allow_rule(make_host_client: MakeClient) -> None:
+    client, rec = make_host_client(
+        permission_policy=acp.PermissionPolicy(deny=[Rule()], persist=True, remember=True)
+    )
+    assert outcome(run(client, [ask()])[0])["optionId"] == "ra"
+    client.permission_policy = acp.PermissionPolicy(allow=[Rule()], remember=True)
+    assert outcome(run(client, [ask()])[0])["optionId"] == "ra"
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "deny rule 0"),
+        ("deny", "remembered"),
+    ]
 
 
 def test_a_cancelling_session_answers_cancelled_without_asking(
@@ -273,3 +312,135 @@ def test_policy_construction_checks_types() -> None:
         acp.PermissionOutcome("yes")  # type: ignore[arg-type]
     policy = acp.PermissionPolicy(allow=[Rule()], default="allow")
     assert policy.allow == (Rule(),) and policy.default is D.ALLOW
+
+
+# --- title patterns: a linear-time engine (issue 21 #9) -----------------------------------------
+
+
+def test_a_catastrophic_title_pattern_does_not_stall_the_client(
+    make_host_client: MakeClient,
+) -> None:
+    """`^(a+)+$` against 28 `a`s and a `!` took ~6 s under the GIL with Python's `re`; the
+    title may be as long as a pattern ever looks at (16 KiB) and it still answers at once."""
+    policy = acp.PermissionPolicy(
+        deny=[Rule(title=re.compile(r"^(a+)+$"))], allow=[Rule(title=re.compile(r"^(a|aa)+$"))]
+    )
+    client, rec = make_host_client(permission_policy=policy)
+    titles = ["a" * 28 + "!", "a" * 16_000 + "!", "a" * 40]
+    began = time.monotonic()
+    answers = run(client, [ask(title) for title in titles])
+    assert time.monotonic() - began < 10  # a backtracking engine would not finish this century
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "default"),
+        ("deny", "default"),
+        ("deny", "deny rule 0"),
+    ]
+    assert [outcome(a)["optionId"] for a in answers] == ["ro", "ro", "ro"]
+
+
+def test_titles_past_the_pattern_cap_fail_closed(make_host_client: MakeClient) -> None:
+    """A pattern looks at 16 KiB of a title at most: a longer one counts as matched by a deny
+    pattern and as not matched by an allow pattern, so padding cannot slip past a deny rule."""
+    policy = acp.PermissionPolicy(
+        deny=[Rule(title=re.compile(r"rm -rf"))],
+        allow=[Rule(title=re.compile(r"^echo"))],
+        default=D.ALLOW,
+    )
+    client, rec = make_host_client(permission_policy=policy)
+    padded = "echo " + " " * 20_000 + "; rm -rf /"
+    long_echo = "echo " + "x" * 20_000
+    run(client, [ask(padded), ask(long_echo), ask("echo hi")])
+    assert [(c.decision, c.reason) for c in rec.commits] == [
+        ("deny", "deny rule 0"),  # not searched, refused unseen
+        ("deny", "deny rule 0"),
+        ("allow", "allow rule 0"),
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
+def test_python_pattern_semantics_are_kept(make_host_client: MakeClient) -> None:
+    rules = [
+        Rule(title=re.compile(r"^ls$")),  # `$` also before a final newline, as in Python
+        Rule(title=re.compile(r"(?i)^GIT\s+status\Z")),
+        Rule(title=re.compile(r"[[]x]")),  # `[` inside a class is a literal
+        Rule(title=re.compile(r"run\b", re.IGNORECASE)),
+        Rule(title=re.compile(r"^first.second", re.DOTALL)),
+        Rule(title=re.compile(r"^third$", re.MULTILINE)),
+    ]
+    policy = acp.PermissionPolicy(allow=rules)
+    client, rec = make_host_client(permission_policy=policy)
+    titles = ["ls\n", "git  Status", "a[x]", "RUN it", "first\nsecond", "x\nthird\ny", "lsx"]
+    run(client, [ask(title) for title in titles])
+    assert [c.reason for c in rec.commits] == [
+        "allow rule 0",
+        "allow rule 1",
+        "allow rule 2",
+        "allow rule 3",
+        "allow rule 4",
+        "allow rule 5",
+        "default",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        (re.compile(r"(?<=sudo )rm"), "look-around"),
+        (re.compile(r"(?=rm)"), "look-around"),
+        (re.compile(r"(\w+) \1"), "backreference"),
+        (re.compile(r"a*+b"), "possessive"),
+        (re.compile(r"rm", re.ASCII), "re.ASCII"),
+    ],
+)
+def test_patterns_the_engine_cannot_run_are_refused_on_assignment(
+    make_host_client: MakeClient, pattern: re.Pattern[str], reason: str
+) -> None:
+    policy = acp.PermissionPolicy(allow=[Rule(kind="read")], deny=[Rule(title=pattern)])
+    with pytest.raises(ValueError, match=r"PermissionPolicy\.deny\[0\]") as caught:
+        make_host_client(permission_policy=policy, start=False)
+    assert reason in str(caught.value) and repr(pattern) in str(caught.value)
+    client, _ = make_host_client()
+    with pytest.raises(ValueError, match=reason):
+        client.permission_policy = policy
+    # The old policy stays in force.
+    assert client.permission_policy == acp.PermissionPolicy()
+
+
+# --- the agent withdraws a request while a synchronous on_permission runs -----------------------
+
+
+def _blocked_reading(pid: int) -> bool:
+    """Whether the agent sleeps in a read of its stdin (it wrote everything it had to)."""
+    try:
+        return "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def test_cancel_request_while_a_sync_on_permission_runs(make_host_client: MakeClient) -> None:
+    """Nothing is read while a synchronous `on_permission` runs; once it returns the driver looks
+    at what arrived meanwhile, and a `$/cancel_request` for this request replaces the answer."""
+    pids: list[int] = []
+
+    def slow_allow(request: acp.PermissionRequest) -> acp.PermissionOutcome:
+        # Returns once the agent has sent the cancel and waits for our answer (as a person
+        # answering late would): deterministic, no sleep standing in for the agent's speed.
+        deadline = time.monotonic() + 10
+        while not _blocked_reading(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return acp.PermissionOutcome(D.ALLOW)
+
+    client, rec = make_host_client(Recorder(slow_allow), start=False)
+    assert client.pid is not None
+    pids.append(client.pid)
+    client.start()
+    cancel = {"method": "$/cancel_request", "params": {"requestId": "h1"}}
+    answers = run(client, [{"send": ask()["request"]}, {"notify": cancel}, {"collect": 1}, ask()])
+    assert [outcome(a) for a in answers] == [
+        {"outcome": "cancelled"},
+        {"outcome": "selected", "optionId": "ao"},  # the next request is asked as usual
+    ]
+    assert [(c.outcome, c.decision, c.reason) for c in rec.commits] == [
+        ("cancelled", "cancel", "cancelled by the agent"),
+        ("selected", "allow", "observer"),
+    ]

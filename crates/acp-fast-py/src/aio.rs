@@ -347,6 +347,23 @@ impl CoreClient {
         Ok((stdout, stdin.unwrap_or(-1), waker, exit))
     }
 
+    /// The agent's stderr pipe for the loop to watch (`stderr="tail"`), or -1.
+    fn aio_stderr_fd(&self) -> i32 {
+        self.stderr_tail
+            .as_ref()
+            .and_then(|tail| tail.raw_fd())
+            .unwrap_or(-1)
+    }
+
+    /// Reads what the agent wrote to its stderr into the tail (bounded, never waiting); true
+    /// once it has ended (the loop stops watching the fd; `close()` closes it).
+    fn aio_stderr(&self, py: Python<'_>) -> bool {
+        match &self.stderr_tail {
+            Some(tail) => py.detach(|| tail.read_available(acp_os::process::STDERR_READ_BUDGET)),
+            None => true,
+        }
+    }
+
     /// Handles what the agent sent: up to `budget` events, one read (more once the agent has
     /// exited); `woken`: the waker fired (another thread queued a cancel or a close).
     #[pyo3(signature = (budget, woken=false, exited=false))]

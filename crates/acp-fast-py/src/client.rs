@@ -100,7 +100,7 @@ pub struct CoreClient {
     pub(crate) pid: u32,
     /// The process that made this client; after fork() the child may not use it.
     owner: u32,
-    stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
+    pub(crate) stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
 }
 
 /// `("ok" | "late" | "timeout", payload)`: a turn, a turn whose timeout fired before its
@@ -216,6 +216,7 @@ impl CoreClient {
     ) -> PyResult<T> {
         let mut guard = self.enter(py)?;
         let driven = &mut *guard;
+        self.drain_stderr_in_thread();
         // A cancel() queued while no turn ran has nothing to cancel.
         lock(&self.shared.cancels).clear();
         let result = (|| -> Result<T, CallError> {
@@ -238,6 +239,18 @@ impl CoreClient {
             *lock(&self.shared.waker) = None;
         }
         result.map_err(|error| self.call_error(py, error))
+    }
+
+    /// The blocking driver drains the agent's stderr with a thread, started at its first call
+    /// (the asyncio driver reads it from the loop instead: async.md §2, no thread per agent).
+    fn drain_stderr_in_thread(&self) {
+        if self.stderr_tail.is_none() || self.shared.asynchronous.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(agent) = lock(&self.agent).as_mut() {
+            // Without a thread the tail still fills when read (`stderr_tail()`, an error).
+            let _ = agent.drain_stderr_in_thread();
+        }
     }
 
     /// A failed call's exception, with what is known about why the agent's output ended.
@@ -294,7 +307,7 @@ impl CoreClient {
             description.push_str(&format!("; the agent {}", describe_exit(status)));
         }
         if let Some(tail) = &self.stderr_tail {
-            let bytes = py.detach(|| tail.snapshot(Duration::from_millis(200)));
+            let bytes = py.detach(|| tail.last_words(Duration::from_millis(200)));
             if !bytes.is_empty() {
                 description.push_str(&format!(
                     "\nagent stderr (last {} bytes):\n{}",
@@ -480,7 +493,7 @@ impl CoreClient {
     fn stderr_tail(&self, py: Python<'_>) -> String {
         match &self.stderr_tail {
             Some(tail) => {
-                let bytes = py.detach(|| tail.snapshot(Duration::ZERO));
+                let bytes = py.detach(|| tail.now());
                 String::from_utf8_lossy(&bytes).into_owned()
             }
             None => String::new(),

@@ -83,6 +83,25 @@ impl Driven {
     }
 }
 
+/// Nothing was read while a synchronous `on_permission` ran: read what the agent sent
+/// meanwhile (never waiting; nothing is handled) and see whether it withdrew the request.
+fn look_ahead(driven: &mut Driven, ask: AskId) {
+    if let Some(pipes) = driven
+        .pipes
+        .as_mut()
+        .filter(|_| driven.conn.room_to_look_ahead())
+    {
+        let buf = driven.conn.read_buf();
+        if !buf.is_empty() {
+            // The end of input or an error is seen again by the loop's next read.
+            if let Ok(ReadOutcome::Data(count)) = pipes.read_now(buf) {
+                driven.received(count);
+            }
+        }
+    }
+    driven.conn.withdrawn_ahead(ask);
+}
+
 /// Why a call stopped the client: the callback and what it raised.
 fn stop_reason(py: Python<'_>, callback: &str, error: &PyErr) -> String {
     let repr = error
@@ -388,6 +407,9 @@ impl<'py, 'c> Run<'py, 'c> {
             }
             crate::host::observer_answer(&answer).map(Asked::Reply)
         });
+        if matches!(answer, Ok(Asked::Reply(_))) {
+            look_ahead(driven, ask);
+        }
         answer.map_err(|error| {
             self.failed_session = Some(preview.session_id.clone());
             self.fail(driven, Fail::Callback("on_permission", error))

@@ -67,10 +67,12 @@ pub(crate) fn to_pyerr(py: Python<'_>, error: AcpError) -> PyErr {
             }
             AcpError::Capability {
                 capability,
+                agent_id,
                 message,
             } => {
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("capability", capability)?;
+                kwargs.set_item("agent_id", agent_id)?;
                 class.call((message.as_str(),), Some(&kwargs))?
             }
             other => class.call1((other.description(),))?,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -21,22 +21,12 @@ use crate::client::CoreClient;
 use crate::driver::Driven;
 use crate::errors::CallError;
 use acp_proto::permission::{ObserverAnswer, Selection};
-use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitleRule};
+use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitlePattern, TitleRule};
 
-/// The policy's `re.Pattern` rules (their bound `search`), asked only when a tier reaches them.
-struct PyPatterns {
-    search: Vec<Py<PyAny>>,
-}
+/// Python's `str.casefold` for non-ASCII titles (title patterns are compiled in the core).
+struct PyPatterns;
 
 impl TitleMatcher for PyPatterns {
-    fn search(&self, pattern: usize, title: &str) -> bool {
-        Python::attach(|py| {
-            self.search[pattern]
-                .call1(py, (title,))
-                .is_ok_and(|found| !found.is_none(py))
-        })
-    }
-
     fn casefold(&self, title: &str) -> String {
         Python::attach(|py| {
             PyString::new(py, title)
@@ -55,13 +45,23 @@ fn strings(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
         .collect()
 }
 
-fn rules(
-    policy: &Bound<'_, PyAny>,
-    name: &str,
-    patterns: &mut Vec<Py<PyAny>>,
-) -> PyResult<Vec<Rule>> {
+/// A `re.Pattern` compiled for the core's linear-time engine, or why it cannot be.
+fn pattern(title: &Bound<'_, PyAny>, name: &str, index: usize) -> PyResult<TitlePattern> {
+    let source: String = title.getattr("pattern")?.extract()?;
+    let flags: u32 = title.getattr("flags")?.extract()?;
+    TitlePattern::compile(&source, flags).map_err(|why| {
+        let shown = title
+            .repr()
+            .map_or_else(|_| format!("{source:?}"), |r| r.to_string());
+        PyValueError::new_err(format!(
+            "PermissionPolicy.{name}[{index}]: the title pattern {shown} cannot be used: {why}"
+        ))
+    })
+}
+
+fn rules(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<Rule>> {
     let mut compiled = Vec::new();
-    for rule in policy.getattr(name)?.try_iter()? {
+    for (index, rule) in policy.getattr(name)?.try_iter()?.enumerate() {
         let rule = rule?;
         let kind: Option<String> = rule.getattr("kind")?.extract()?;
         let title = rule.getattr("title")?;
@@ -71,8 +71,7 @@ fn rules(
             // Case-folded once, here, as Python folds it.
             TitleRule::Folded(text.call_method0("casefold")?.extract()?)
         } else if title.hasattr("search")? {
-            patterns.push(title.getattr("search")?.unbind());
-            TitleRule::Pattern(patterns.len() - 1)
+            TitleRule::Pattern(pattern(&title, name, index)?)
         } else {
             return Err(PyTypeError::new_err(format!(
                 "PermissionRule.title must be a str, a re.Pattern or None (got {})",
@@ -93,12 +92,8 @@ pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolic
             Ok(None)
         }
     };
-    let mut patterns = Vec::new();
     let (allow, deny) = if policy.hasattr("allow")? {
-        (
-            rules(policy, "allow", &mut patterns)?,
-            rules(policy, "deny", &mut patterns)?,
-        )
+        (rules(policy, "allow")?, rules(policy, "deny")?)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -116,11 +111,10 @@ pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolic
     let flag = |name: &str| -> PyResult<bool> {
         optional(name)?.map_or(Ok(false), |v| v.extract::<bool>())
     };
-    let needs_matcher = !patterns.is_empty()
-        || allow
-            .iter()
-            .chain(&deny)
-            .any(|r| matches!(r.title, TitleRule::Folded(_)));
+    let needs_matcher = allow
+        .iter()
+        .chain(&deny)
+        .any(|r| matches!(r.title, TitleRule::Folded(_)));
     Ok(PermissionPolicy {
         allowed_tool_kinds: strings(policy, "allowed_tool_kinds")?,
         allowed_title_prefixes: strings(policy, "allowed_title_prefixes")?,
@@ -129,10 +123,7 @@ pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolic
         default,
         persist: flag("persist")?,
         remember: flag("remember")?,
-        matcher: Matcher(
-            needs_matcher
-                .then(|| Arc::new(PyPatterns { search: patterns }) as Arc<dyn TitleMatcher>),
-        ),
+        matcher: Matcher(needs_matcher.then(|| Arc::new(PyPatterns) as Arc<dyn TitleMatcher>)),
     })
 }
 

@@ -25,7 +25,9 @@ pub enum StderrMode {
     Discard,
     /// Shared with the host's own stderr.
     Inherit,
-    /// Drained by a thread into a ring buffer of this many bytes.
+    /// Drained into a ring buffer of this many bytes: by a thread under the blocking driver
+    /// (`Agent::drain_stderr_in_thread`), by the event loop's callbacks under asyncio
+    /// (`StderrTail::read_available`), so an asyncio client starts no thread.
     Tail(usize),
 }
 
@@ -39,20 +41,100 @@ pub struct SpawnOptions {
     pub stderr: StderrMode,
 }
 
-/// The last bytes of the agent's stderr, filled by a drain thread.
+/// The last bytes of the agent's stderr, filled by a drain thread (blocking driver) or by the
+/// event loop's readable callbacks (asyncio driver).
 pub struct StderrTail {
     state: Mutex<(VecDeque<u8>, bool)>,
     ended: Condvar,
     capacity: usize,
+    /// The pipe's read end while no thread owns it: the event loop reads it here, or the
+    /// blocking driver hands it to a thread. Closed by `finish` (the agent is reaped).
+    pipe: Mutex<Option<OwnedFd>>,
 }
 
+/// At most this much is read in one `read_available` call (the loop's other callbacks wait
+/// meanwhile), and after close() asks the drain to finish (a holder that writes without pause
+/// must not keep close() waiting).
+pub const STDERR_READ_BUDGET: usize = 1 << 20;
+
 impl StderrTail {
-    fn new(capacity: usize) -> StderrTail {
+    fn new(capacity: usize, pipe: OwnedFd) -> StderrTail {
         StderrTail {
             state: Mutex::new((VecDeque::with_capacity(capacity.min(1 << 16)), false)),
             ended: Condvar::new(),
             capacity,
+            pipe: Mutex::new(Some(pipe)),
         }
+    }
+
+    fn keep(&self, bytes: &[u8]) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = bytes.len().min(self.capacity);
+        let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
+        state.0.drain(..overflow);
+        state.0.extend(&bytes[bytes.len() - keep..]);
+    }
+
+    fn end(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.ended.notify_all();
+    }
+
+    fn is_ended(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// The pipe's fd while no thread drains it (the event loop watches it).
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.pipe
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+    }
+
+    /// Reads what the pipe holds now, never waiting, up to `budget` bytes; true once the
+    /// agent's stderr has ended (the fd stays open, so a loop can stop watching it first, until
+    /// `finish`). Nothing to read when a thread owns the pipe.
+    pub fn read_available(&self, budget: usize) -> bool {
+        let pipe = self.pipe.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(fd) = pipe.as_ref() else {
+            return self.is_ended();
+        };
+        if self.is_ended() {
+            return true;
+        }
+        let mut chunk = [0u8; 8192];
+        let mut left = budget;
+        while left > 0 {
+            let want = chunk.len().min(left);
+            // SAFETY: reading into a valid buffer; the pipe is non-blocking.
+            let count = unsafe { libc::read(fd.as_raw_fd(), chunk.as_mut_ptr().cast(), want) };
+            if count > 0 {
+                self.keep(&chunk[..count as usize]);
+                left -= count as usize;
+                continue;
+            }
+            if count < 0 && interrupted() {
+                continue;
+            }
+            if count < 0 && interrupted_or_empty() {
+                return false; // empty for now
+            }
+            self.end(); // end of file, or the pipe failed
+            return true;
+        }
+        false
+    }
+
+    /// The agent was reaped: takes its last words (bounded) and closes a pipe no thread owns.
+    fn finish(&self) {
+        if self.raw_fd().is_none() {
+            return; // a thread owns it and ends the tail itself
+        }
+        self.read_available(STDERR_READ_BUDGET);
+        *self.pipe.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.end();
     }
 
     /// Reads the agent's stderr until it ends or `stop` becomes readable (close(): a process
@@ -72,9 +154,7 @@ impl StderrTail {
             },
         ];
         let mut stopping = false;
-        // Once stopping, at most this much more is read: a holder that writes without pause
-        // must not keep close() waiting.
-        let mut last_words = 1usize << 20;
+        let mut last_words = STDERR_READ_BUDGET;
         loop {
             if !stopping {
                 // SAFETY: two valid pollfds.
@@ -92,13 +172,7 @@ impl StderrTail {
             if count < 0 {
                 continue;
             }
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            let bytes = &chunk[..count as usize];
-            let keep = bytes.len().min(self.capacity);
-            let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
-            state.0.drain(..overflow);
-            state.0.extend(&bytes[bytes.len() - keep..]);
-            drop(state);
+            self.keep(&chunk[..count as usize]);
             if stopping {
                 last_words = last_words.saturating_sub(count as usize);
                 if last_words == 0 {
@@ -106,8 +180,25 @@ impl StderrTail {
                 }
             }
         }
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
-        self.ended.notify_all();
+        self.end();
+    }
+
+    /// The tail as it is now, after reading what the pipe holds when no thread drains it
+    /// (never waiting: the event loop may be the caller).
+    pub fn now(&self) -> Vec<u8> {
+        if self.raw_fd().is_some() {
+            self.read_available(STDERR_READ_BUDGET);
+        }
+        self.snapshot(Duration::ZERO)
+    }
+
+    /// For an error message: with a thread draining, waits up to `timeout` for the stderr to
+    /// end (so a dying agent's last words are in); otherwise reads what is there, never waiting.
+    pub fn last_words(&self, timeout: Duration) -> Vec<u8> {
+        if self.raw_fd().is_some() {
+            return self.now();
+        }
+        self.snapshot(timeout)
     }
 
     /// Waits up to `timeout` for the agent's stderr to end (so a dying agent's last words are
@@ -141,6 +232,10 @@ pub struct Agent {
     /// The drain thread and the write end that tells it to finish, joined by `stop_and_reap`
     /// so that close() leaves no thread or descriptor behind.
     drain: Option<(std::thread::JoinHandle<()>, OwnedFd)>,
+}
+
+fn interrupted() -> bool {
+    io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
 }
 
 fn interrupted_or_empty() -> bool {
@@ -229,16 +324,10 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         drain: None,
     };
     if let (StderrMode::Tail(capacity), Some(pipe)) = (options.stderr, agent.child.stderr.take()) {
+        // No thread yet: the driver decides who reads it (a thread, or the event loop).
         let pipe: OwnedFd = pipe.into();
         set_nonblocking(&pipe)?;
-        let (stop_read, stop_write) = pipe_cloexec()?;
-        let tail = Arc::new(StderrTail::new(capacity));
-        let drain = Arc::clone(&tail);
-        let thread = std::thread::Builder::new()
-            .name("acp-fast-stderr".into())
-            .spawn(move || drain.drain(pipe, stop_read))?;
-        agent.stderr_tail = Some(tail);
-        agent.drain = Some((thread, stop_write));
+        agent.stderr_tail = Some(Arc::new(StderrTail::new(capacity, pipe)));
     }
     Ok((
         agent,
@@ -368,6 +457,35 @@ impl Agent {
         self.stderr_tail.as_ref()
     }
 
+    /// Hands the stderr pipe to a drain thread (the blocking driver), once; nothing when there
+    /// is no tail, a thread already drains it, or the agent was reaped.
+    pub fn drain_stderr_in_thread(&mut self) -> io::Result<()> {
+        let Some(tail) = &self.stderr_tail else {
+            return Ok(());
+        };
+        if self.drain.is_some() || self.reaped {
+            return Ok(());
+        }
+        let Some(pipe) = tail.pipe.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Ok(());
+        };
+        let (stop_read, stop_write) = pipe_cloexec()?;
+        let drain = Arc::clone(tail);
+        let spawned = std::thread::Builder::new()
+            .name("acp-fast-stderr".into())
+            .spawn(move || drain.drain(pipe, stop_read));
+        match spawned {
+            Ok(thread) => {
+                self.drain = Some((thread, stop_write));
+                Ok(())
+            }
+            Err(error) => {
+                tail.end(); // the pipe went with the closure: the tail has what it has
+                Err(error)
+            }
+        }
+    }
+
     /// SIGTERM, then SIGKILL, to the whole group and to every descendant; returns without
     /// waiting.
     pub fn stop(&mut self) {
@@ -395,6 +513,9 @@ impl Agent {
             if let Some((thread, stop)) = self.drain.take() {
                 drop(stop); // EOF on the stop pipe: the drain takes what is buffered and ends
                 let _ = thread.join();
+            }
+            if let Some(tail) = &self.stderr_tail {
+                tail.finish(); // a pipe no thread owns: its last words, then it is closed
             }
         }
     }
@@ -855,5 +976,40 @@ mod tests {
         );
         waker.drain();
         agent.stop_and_reap();
+    }
+
+    #[test]
+    fn a_stderr_tail_is_read_without_a_thread_until_one_is_asked_for() {
+        let mut options = sh("echo first >&2; read line; echo second >&2; sleep 5");
+        options.stderr = StderrMode::Tail(4096);
+        let (mut agent, mut pipes) = spawn(&options).unwrap();
+        let tail = Arc::clone(agent.stderr_tail().unwrap());
+        assert!(agent.drain.is_none(), "no thread at spawn");
+        assert!(tail.raw_fd().is_some());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tail.now() != b"first\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(tail.now(), b"first\n"); // read by the caller (an event loop) alone
+        agent.drain_stderr_in_thread().unwrap();
+        assert!(agent.drain.is_some() && tail.raw_fd().is_none());
+        pipes.try_write(b"go\n").unwrap();
+        while tail.snapshot(Duration::ZERO) != b"first\nsecond\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(tail.snapshot(Duration::ZERO), b"first\nsecond\n"); // now by the thread
+        agent.stop_and_reap();
+        assert!(agent.drain.is_none(), "joined");
+    }
+
+    #[test]
+    fn reaping_closes_a_stderr_pipe_no_thread_owns() {
+        let mut options = sh("echo last words >&2");
+        options.stderr = StderrMode::Tail(4096);
+        let (mut agent, _pipes) = spawn(&options).unwrap();
+        let tail = Arc::clone(agent.stderr_tail().unwrap());
+        agent.stop_and_reap();
+        assert!(tail.raw_fd().is_none(), "closed");
+        assert!(tail.read_available(STDERR_READ_BUDGET), "ended");
     }
 }

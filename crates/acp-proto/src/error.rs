@@ -19,6 +19,8 @@ pub enum AcpError {
     /// was written.
     Capability {
         capability: String,
+        /// The client's `agent_id`, which the message names.
+        agent_id: String,
         message: String,
     },
     /// An argument the connection refused before writing anything (Python: `ValueError`).

@@ -5,6 +5,10 @@ use crate::limits::PermissionPolicy;
 use crate::rules::{self, Decision, Ruling, Subject};
 use crate::wire::Params;
 
+/// The reason recorded for a request the agent cancelled (`$/cancel_request`) before it was
+/// decided.
+pub const WITHDRAWN: &str = "cancelled by the agent";
+
 /// What `on_permission` answered (tier 4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObserverAnswer {
@@ -84,6 +88,8 @@ pub struct Ask {
     /// Tiers 5–6 with the policy of arrival (a decision keeps the policy it started with).
     fallback: Ruling,
     remember: bool,
+    /// The agent withdrew the request (`$/cancel_request`) while the host was deciding.
+    pub withdrawn: bool,
 }
 
 /// A decided request: what to send and the record.
@@ -147,6 +153,7 @@ impl Ask {
             ruled: None,
             fallback: Ruling::new(Decision::Deny, "default", false),
             remember: false,
+            withdrawn: false,
         }
     }
 
@@ -163,18 +170,21 @@ impl Ask {
         let persist = policy.persist;
         self.remember = policy.remember;
         let subject = self.subject();
+        // The current policy's deny rules come before anything remembered: an answer kept
+        // under an earlier policy never outranks an explicit refusal now (a remembered
+        // `reject_always` still beats the allow rules, so a refusal is never undone by a grant).
         let ruled = if latched {
             Some(Ruling::new(Decision::Cancel, "session cancelled", false))
-        } else if let Some(decision) = remembered.filter(|_| policy.remember) {
-            Some(Ruling::new(decision, "remembered", true))
-        } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher) {
+        } else if let Some(i) = rules::first_match(&policy.deny, &subject, &policy.matcher, true) {
             Some(Ruling::new(
                 Decision::Deny,
                 format!("deny rule {i}"),
                 persist,
             ))
+        } else if let Some(decision) = remembered.filter(|_| policy.remember) {
+            Some(Ruling::new(decision, "remembered", true))
         } else {
-            rules::first_match(&policy.allow, &subject, &policy.matcher)
+            rules::first_match(&policy.allow, &subject, &policy.matcher, false)
                 .map(|i| Ruling::new(Decision::Allow, format!("allow rule {i}"), persist))
         };
         let kind = subject.kind;
@@ -211,6 +221,12 @@ impl Ask {
             // Tier 0 selects no option, so nothing is kept.
             let tier0 = Ruling::new(Decision::Cancel, "session cancelled", false);
             return self.finish(&tier0, false);
+        }
+        if self.withdrawn {
+            // The agent cancelled its own request: whatever the observer said, the answer is the
+            // schema's cancellation marker, and the record says why.
+            let withdrawn = Ruling::new(Decision::Cancel, WITHDRAWN, false);
+            return self.finish(&withdrawn, false);
         }
         if let Some(ruled) = self.ruled.take() {
             // Tier 1 is already remembered.

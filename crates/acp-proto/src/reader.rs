@@ -202,6 +202,11 @@ impl Storage {
         &self.buffer.as_slice()[range]
     }
 
+    /// What was read and not yet handed out (a look ahead that handles nothing).
+    pub fn unhandled(&self) -> &[u8] {
+        &self.buffer.as_slice()[self.start..self.end]
+    }
+
     /// Finds the next complete line. Lines are split on `\n` only; the caller trims `\r`.
     pub fn poll(&mut self) -> Result<Poll, MessageTooLong> {
         if self.terminal {

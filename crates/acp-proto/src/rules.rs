@@ -1,7 +1,10 @@
 //! Permission rules (design/host.md §5): the compiled policy, the resolution tiers the
-//! connection decides on its own (0–3, 5, 6) and the option choice. Title patterns are the
-//! host's (`re.Pattern` in Python): the policy names them by index and asks a `TitleMatcher`,
-//! so this crate stays free of any regex engine and of Python.
+//! connection decides on its own (0–3, 5, 6) and the option choice. Title patterns (a Python
+//! `re.Pattern` on the host) are compiled here for the `regex` crate, a linear-time engine:
+//! a user's pattern such as `^(a+)+$` cannot stall the client on an agent's title, and no
+//! pattern needs the GIL (`pattern`).
+
+pub mod pattern;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -53,9 +56,11 @@ pub enum TitleRule {
     Any,
     /// A case-insensitive substring, stored case-folded.
     Folded(String),
-    /// The host's pattern number `n` (`TitleMatcher::search`).
-    Pattern(usize),
+    /// A pattern, searched in the title's first `pattern::TITLE_BYTES` bytes.
+    Pattern(TitlePattern),
 }
+
+pub use pattern::TitlePattern;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
@@ -63,10 +68,9 @@ pub struct Rule {
     pub title: TitleRule,
 }
 
-/// What the host evaluates for the connection: its title patterns, and the full Unicode case
-/// fold of a non-ASCII title (Python's `str.casefold`, which `char::to_lowercase` is not).
+/// What the host evaluates for the connection: the full Unicode case fold of a non-ASCII
+/// title (Python's `str.casefold`, which `char::to_lowercase` is not).
 pub trait TitleMatcher: Send + Sync {
-    fn search(&self, pattern: usize, title: &str) -> bool;
     fn casefold(&self, title: &str) -> String;
 }
 
@@ -114,12 +118,14 @@ pub struct Subject<'a> {
 }
 
 impl Rule {
-    /// `folded` is the title case-folded, computed at most once per request.
+    /// `folded` is the title case-folded, computed at most once per request. `unseen`: what a
+    /// pattern answers for a title longer than it looks at (see `first_match`).
     fn matches(
         &self,
         subject: &Subject<'_>,
         folded: &mut Option<String>,
         matcher: &Matcher,
+        unseen: bool,
     ) -> bool {
         if let Some(kind) = &self.kind {
             if subject.kind != Some(kind.as_str()) {
@@ -131,20 +137,25 @@ impl Rule {
             TitleRule::Folded(needle) => folded
                 .get_or_insert_with(|| casefold(subject.title, matcher))
                 .contains(needle.as_str()),
-            TitleRule::Pattern(n) => matcher
-                .0
-                .as_ref()
-                .is_some_and(|host| host.search(*n, subject.title)),
+            TitleRule::Pattern(pattern) => pattern.search(subject.title).unwrap_or(unseen),
         }
     }
 }
 
-/// The first rule of `rules` that matches, by index.
-pub fn first_match(rules: &[Rule], subject: &Subject<'_>, matcher: &Matcher) -> Option<usize> {
+/// The first rule of `rules` that matches, by index. `unseen` is what a pattern rule answers
+/// for a title longer than `pattern::TITLE_BYTES`, which it does not search: `true` for deny
+/// rules and `false` for allow rules, so padding a title cannot slip past a deny pattern nor
+/// earn an allow (fail closed).
+pub fn first_match(
+    rules: &[Rule],
+    subject: &Subject<'_>,
+    matcher: &Matcher,
+    unseen: bool,
+) -> Option<usize> {
     let mut folded = None;
     rules
         .iter()
-        .position(|rule| rule.matches(subject, &mut folded, matcher))
+        .position(|rule| rule.matches(subject, &mut folded, matcher, unseen))
 }
 
 /// The decision of a tier and why, kept on the record even when no option fitted.
@@ -317,17 +328,17 @@ mod tests {
             kind: Some("edit"),
             title: "Run RM -RF /",
         };
-        assert_eq!(first_match(&rules, &s, &m), Some(1));
+        assert_eq!(first_match(&rules, &s, &m, false), Some(1));
         let s = Subject {
             kind: Some("execute"),
             title: "",
         };
-        assert_eq!(first_match(&rules, &s, &m), Some(0));
+        assert_eq!(first_match(&rules, &s, &m, false), Some(0));
         let s = Subject {
             kind: None,
             title: "ls",
         };
-        assert_eq!(first_match(&rules, &s, &m), None);
+        assert_eq!(first_match(&rules, &s, &m, false), None);
     }
 
     #[test]

@@ -161,7 +161,8 @@ impl Core {
                 session_id,
                 mode_id,
             } => {
-                let session = self.idle_session(session_id)?;
+                // Allowed while a turn runs (async.md §4): only a second prompt is refused.
+                let session = self.open_session(session_id)?;
                 if session.modes.available.is_empty() {
                     self.capability(false, "session/set_mode")?;
                 }
@@ -178,7 +179,7 @@ impl Core {
                 config_id,
                 value,
             } => {
-                let session = self.idle_session(session_id)?;
+                let session = self.open_session(session_id)?;
                 let option = session
                     .config_options
                     .as_ref()
@@ -216,7 +217,7 @@ impl Core {
                 session_id,
                 model_id,
             } => {
-                let session = self.idle_session(session_id)?;
+                let session = self.open_session(session_id)?;
                 let models = session.models();
                 let from_config = session
                     .config_options
@@ -243,16 +244,5 @@ impl Core {
                 "session {session_id:?} is closed or not open on this client"
             ))
         })
-    }
-
-    /// A session that can take a control call (set_mode etc.): open, with no turn in flight.
-    pub(super) fn idle_session(&self, session_id: &str) -> Result<&SessionEntry, AcpError> {
-        let session = self.open_session(session_id)?;
-        if session.turn.is_some() {
-            return Err(AcpError::Misuse(format!(
-                "session {session_id:?} has a turn in flight"
-            )));
-        }
-        Ok(session)
     }
 }

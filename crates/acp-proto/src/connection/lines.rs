@@ -118,7 +118,10 @@ impl Core {
             },
             Some("$/cancel_request") if message.id.is_none() => Ok(self
                 .cancel_host(envelope)
-                .unwrap_or(Event::Other { line: envelope })),
+                .unwrap_or_else(|| {
+                    self.withdraw_ask(envelope);
+                    Event::Other { line: envelope }
+                })),
             Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
                 let method = ClientMethod::from_wire(method).expect("checked");
                 let raw_id = message.id.expect("checked").get();

@@ -43,6 +43,9 @@ use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
 use crate::update::{UpdateEvent, UpdateKind};
 use crate::wire::{self, Envelope, WireError};
 
+/// How much of what was read and not yet handled `Connection::withdrawn_ahead` looks at.
+pub const LOOK_AHEAD_BYTES: usize = 1 << 20;
+
 /// A permission request waiting for `decide`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AskId(pub u64);
@@ -379,12 +382,57 @@ impl Connection {
         }
     }
 
-    /// Whether a permission request still waiting for `decide` belongs to a session whose turn
-    /// is being cancelled (its answer will be `cancelled`; an observer asked about it can stop).
+    /// Whether a permission request still waiting for `decide` will be answered `cancelled`
+    /// whatever the observer says: its session's turn is being cancelled, or the agent withdrew
+    /// it with `$/cancel_request` (an observer asked about it can stop).
     pub fn ask_cancelled(&self, ask: AskId) -> bool {
-        self.core
-            .ask(ask)
-            .is_some_and(|request| self.core.latched(&request.record.session_id))
+        self.core.ask(ask).is_some_and(|request| {
+            request.withdrawn || self.core.latched(&request.record.session_id)
+        })
+    }
+
+    /// Whether `withdrawn_ahead` would look at more bytes than are already read (a driver
+    /// reads before asking only then).
+    pub fn room_to_look_ahead(&self) -> bool {
+        self.reader.unhandled().len() < LOOK_AHEAD_BYTES
+    }
+
+    /// After a blocking `on_permission` returned (nothing was read while it ran): whether the
+    /// agent has withdrawn the request meanwhile, by a `$/cancel_request` among the complete
+    /// lines already read and not yet handled. Such a request is then answered `cancelled`
+    /// (sessions.md §5); nothing is handled out of order (the line is handled in its turn, and
+    /// then names an answered request).
+    pub fn withdrawn_ahead(&mut self, ask: AskId) -> bool {
+        let Some(index) = self.core.asks.iter().position(|(id, _)| *id == ask) else {
+            return false;
+        };
+        let request = &mut self.core.asks[index].1;
+        if request.withdrawn {
+            return true;
+        }
+        let bytes = self.reader.unhandled();
+        // Bounded: an agent that buffers a flood behind each request cannot make every request
+        // rescan it (the cancellation of interest follows its request closely).
+        let bytes = &bytes[..bytes.len().min(LOOK_AHEAD_BYTES)];
+        // The common case: no cancellation anywhere in the buffer, one memchr-speed scan.
+        if memchr::memmem::find(bytes, b"$/cancel_request").is_none() {
+            return false;
+        }
+        let Ok(wanted) = serde_json::from_str::<Value>(&request.record.request_id) else {
+            return false;
+        };
+        let complete = match memchr::memrchr(b'\n', bytes) {
+            Some(last) => &bytes[..last],
+            None => return false,
+        };
+        let found = complete
+            .split(|b| *b == b'\n')
+            .filter(|line| memchr::memmem::find(line, b"$/cancel_request").is_some())
+            .filter_map(|line| std::str::from_utf8(line).ok())
+            .filter(|line| is_cancel_request(line))
+            .any(|line| requested_id(line).is_some_and(|id| id == wanted));
+        request.withdrawn = found;
+        found
     }
 
     /// What the observer's `on_permission` is shown of a request not yet decided (built on
@@ -496,6 +544,7 @@ impl Core {
         }
         Err(AcpError::Capability {
             capability: capability.to_owned(),
+            agent_id: self.config.agent_id.clone(),
             message: format!(
                 "ACP agent '{}' did not advertise the '{capability}' capability.",
                 self.config.agent_id
@@ -633,6 +682,25 @@ impl Core {
         })
     }
 
+    /// `$/cancel_request` naming a permission request still waiting for `decide` (an awaited
+    /// `on_permission`): it is marked withdrawn, so `decide` answers it `cancelled` (sessions.md
+    /// §5). Whether one matched; an unknown or answered id, or a malformed line, matches none.
+    pub(super) fn withdraw_ask(&mut self, line: &str) -> bool {
+        let Some(wanted) = requested_id(line) else {
+            return false;
+        };
+        let found = self.asks.iter_mut().find(|(_, request)| {
+            serde_json::from_str::<Value>(&request.record.request_id).is_ok_and(|id| id == wanted)
+        });
+        match found {
+            Some((_, request)) => {
+                request.withdrawn = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn ask(&self, ask: AskId) -> Option<&Ask> {
         self.asks
             .iter()
@@ -644,6 +712,20 @@ impl Core {
         self.session(session_id)
             .is_some_and(|s| s.latched && (s.turn.is_some() || s.late_turn.is_some()))
     }
+}
+
+/// Whether a line is a `$/cancel_request` notification (its method, and no id).
+fn is_cancel_request(line: &str) -> bool {
+    serde_json::from_str::<Value>(line).is_ok_and(|v| {
+        v.get("method").and_then(Value::as_str) == Some("$/cancel_request") && v.get("id").is_none()
+    })
+}
+
+/// `params.requestId` of a `$/cancel_request` line (any JSON value but null).
+pub(crate) fn requested_id(line: &str) -> Option<Value> {
+    let mut value: Value = serde_json::from_str(line).ok()?;
+    let id = value.get_mut("params")?.get_mut("requestId")?.take();
+    (!id.is_null()).then_some(id)
 }
 
 pub(crate) fn ids<'a>(items: impl Iterator<Item = &'a str>) -> String {
