@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -161,8 +163,8 @@ pub(crate) fn observer_answer(answer: &Bound<'_, PyAny>) -> PyResult<Option<Obse
 // --- host requests: files (and terminals) served for the agent ------------------------------
 
 /// The client's capability config as the facade passes it: None, or (read, write, terminal,
-/// additional_directories, allow_any_path, terminal_output_bytes, read_missing_as_empty,
-/// terminal_shell).
+/// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
+/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
 type ConfigTuple = (
     bool,
     bool,
@@ -172,6 +174,8 @@ type ConfigTuple = (
     u64,
     bool,
     Option<String>,
+    usize,
+    Vec<String>,
 );
 
 fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
@@ -190,16 +194,26 @@ pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<H
 }
 
 /// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
-/// kill them from any thread, and drop them, so their descriptors close with the client.
+/// kill them from any thread, and drop them, so their descriptors close with the client; and
+/// the flag that gives up a file read in progress (`closing`).
 #[derive(Clone, Default)]
-pub(crate) struct KillSwitch(Arc<Mutex<(bool, Option<Arc<Terminals>>)>>);
+pub(crate) struct KillSwitch {
+    slot: Arc<Mutex<(bool, Option<Arc<Terminals>>)>>,
+    closing: Arc<AtomicBool>,
+    /// Per open session: its roots, held open (descriptors); `close()` drops them all, so no
+    /// descriptor outlives it (a request in progress keeps its own reference until it ends).
+    roots: Arc<Mutex<HashMap<String, Arc<Roots>>>>,
+}
 
 impl KillSwitch {
     fn lock(&self) -> std::sync::MutexGuard<'_, (bool, Option<Arc<Terminals>>)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn kill_all(&self) {
+        self.closing.store(true, Ordering::Relaxed); // a read in progress ends at its next chunk
+        let roots = std::mem::take(&mut *self.roots.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(roots);
         let taken = {
             let mut slot = self.lock();
             slot.0 = true; // no terminal is started after this
@@ -207,6 +221,24 @@ impl KillSwitch {
         };
         if let Some(terminals) = taken {
             terminals.close(); // kills, reaps, joins the drain thread; the drop closes the fds
+        }
+    }
+
+    /// A session's roots (none: an unknown or closed session, whose requests are refused).
+    fn roots(&self, session_id: &str) -> Arc<Roots> {
+        let map = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(session_id).cloned().unwrap_or_default()
+    }
+
+    fn set_roots(&self, session_id: String, roots: Option<Roots>) {
+        let mut map = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        match roots {
+            Some(roots) if !self.closing.load(Ordering::Relaxed) => {
+                map.insert(session_id, Arc::new(roots));
+            }
+            _ => {
+                map.remove(&session_id);
+            }
         }
     }
 
@@ -238,16 +270,17 @@ impl KillSwitch {
 /// `terminal/wait_for_exit` requests waiting for an exit.
 #[derive(Default)]
 pub(crate) struct Host {
-    additional_directories: Vec<String>,
+    /// The config's additional directories: (as given, realpath taken at construction).
+    additional_directories: Vec<(String, String)>,
     allow_any_path: bool,
+    /// Live (unreleased) terminals one session may have (`max_terminals`).
+    max_terminals: usize,
     read_missing_as_empty: bool,
     terminal_output_bytes: u64,
     /// The opt-in shell for a `terminal/create` without `args` (None: no shell, host.md §3).
     terminal_shell: Option<String>,
     /// The terminals' base environment: the client's `env`, else the host's at construction.
     env: Vec<(OsString, OsString)>,
-    /// Per open session: its cwd, the config's and its own additional directories.
-    roots: HashMap<String, Roots>,
     terminals: KillSwitch,
     waits: Vec<(HostId, String)>,
     /// Wakes the client's driver when a terminal exits.
@@ -267,11 +300,28 @@ fn unknown_terminal(id: &str) -> HostError {
 
 impl Host {
     pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
-        let Some((_, _, _, additional, allow_any, output_bytes, missing_as_empty, shell)) =
-            config_tuple(options)?
+        let Some((
+            _,
+            _,
+            _,
+            additional,
+            allow_any,
+            output_bytes,
+            missing_as_empty,
+            shell,
+            max_terminals,
+            given,
+        )) = config_tuple(options)?
         else {
             return Ok(Host::default());
         };
+        // The given forms pair with the realpaths; a facade without them gives the realpaths.
+        let given = if given.len() == additional.len() {
+            given
+        } else {
+            additional.clone()
+        };
+        let additional = given.into_iter().zip(additional).collect();
         let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
         let env = match env {
             Some(pairs) => pairs
@@ -283,11 +333,11 @@ impl Host {
         Ok(Host {
             additional_directories: additional,
             allow_any_path: allow_any,
+            max_terminals,
             read_missing_as_empty: missing_as_empty,
             terminal_output_bytes: output_bytes,
             terminal_shell: shell,
             env,
-            roots: HashMap::new(),
             terminals: KillSwitch::default(),
             waits: Vec::new(),
             notifier: None,
@@ -318,10 +368,33 @@ impl Host {
         !self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits())
     }
 
+    /// A read's bound: the answer's bytes, the default scan bounds, the earliest call
+    /// deadline (`time_left`, ms) when it comes first, and the client's closing flag.
+    fn read_bound(&self, request_bytes: usize, time_left: Option<u64>) -> fs::ReadBound {
+        let mut bound = fs::ReadBound::new(request_bytes);
+        if let Some(ms) = time_left {
+            let deadline = Instant::now() + Duration::from_millis(ms);
+            if bound.deadline.is_none_or(|(own, _)| deadline < own) {
+                bound.deadline = Some((
+                    deadline,
+                    "a call's timeout passed (answering it waits for the read)",
+                ));
+            }
+        }
+        bound.stop = Some(Arc::clone(&self.terminals.closing));
+        bound
+    }
+
     /// Runs a checked request (no GIL needed): confinement, then the operation.
-    fn run(&self, session_id: &str, op: HostOp, request_bytes: usize) -> Ran {
-        let no_roots = Roots::default();
-        let roots = self.roots.get(session_id).unwrap_or(&no_roots);
+    fn run(
+        &self,
+        session_id: &str,
+        op: HostOp,
+        request_bytes: usize,
+        time_left: Option<u64>,
+    ) -> Ran {
+        let roots = self.terminals.roots(session_id);
+        let roots = &*roots;
         let answer = |result| Ran::Answer(result, None);
         match op {
             HostOp::Read { path, line, limit } => answer(
@@ -331,7 +404,7 @@ impl Host {
                             &target,
                             line,
                             limit,
-                            request_bytes,
+                            &self.read_bound(request_bytes, time_left),
                             self.read_missing_as_empty,
                         )
                     })
@@ -400,6 +473,20 @@ impl Host {
             Some(shell) if args.is_empty() => (shell.clone(), vec!["-c".to_owned(), command]),
             _ => (command, args),
         };
+        let terminals = self
+            .terminals()
+            .map_err(|e| HostError::failed(-32603, &fs::strerror(&e), None))?;
+        let live = terminals.live(session_id);
+        if live >= self.max_terminals {
+            return Err(HostError::failed(
+                -32603,
+                &format!(
+                    "too many terminals: this session has {live}, the host's cap (ClientCapabilityConfig.max_terminals is {}); release one with terminal/release to free a slot",
+                    self.max_terminals
+                ),
+                None,
+            ));
+        }
         let spawn = Spawn {
             command,
             args,
@@ -408,8 +495,8 @@ impl Host {
             limit: usize::try_from(limit).unwrap_or(usize::MAX),
         };
         let no_shell = line && self.terminal_shell.is_none();
-        self.terminals()
-            .and_then(|t| t.create(session_id, spawn))
+        terminals
+            .create(session_id, spawn)
             .map(HostOk::TerminalCreated)
             .map_err(|e| {
                 let mut message = fs::strerror(&e);
@@ -502,12 +589,13 @@ pub(crate) fn serve_with(
 ) -> Result<(), HostFailure> {
     let (host, method, session_id, op) = request;
     let request_bytes = conn.config().limits.request_bytes;
+    let time_left = conn.time_left();
     let ran = match op {
         Err(refused) => Ran::Answer(Err(refused), None),
         Ok(HostOp::Terminal { terminal_id }) => state.terminal(method, &session_id, &terminal_id),
         Ok(op) => {
             let shared = &*state;
-            py.detach(|| shared.run(&session_id, op, request_bytes))
+            py.detach(|| shared.run(&session_id, op, request_bytes, time_left))
         }
     };
     match ran {
@@ -636,21 +724,24 @@ impl CoreClient {
         cwd: String,
         directories: Vec<String>,
     ) -> PyResult<()> {
-        let mut driven = self.enter(py)?;
-        let mut all = vec![cwd];
+        let driven = self.enter(py)?;
+        let mut all = vec![(cwd.clone(), cwd)];
         all.extend(driven.host.additional_directories.iter().cloned());
-        all.extend(directories);
-        driven.host.roots.insert(session_id, Roots::new(all));
+        all.extend(directories.into_iter().map(|d| (d.clone(), d)));
+        // Opened now, without the GIL (a directory on a slow mount must not stall Python).
+        let roots = py.detach(|| Roots::with_forms(all));
+        driven.host.terminals.set_roots(session_id, Some(roots));
         Ok(())
     }
 
-    /// Forgets a closed session's roots and releases its terminals.
-    fn host_forget(&self, session_id: String) {
-        if let Ok(mut driven) = self.call.try_lock() {
-            driven.host.roots.remove(&session_id);
-            if let Some(terminals) = driven.host.terminals.get() {
+    /// Forgets a closed session's roots (their descriptors close) and releases its terminals;
+    /// needs no call lock, so it works while another session's call runs.
+    fn host_forget(&self, py: Python<'_>, session_id: String) {
+        py.detach(|| {
+            self.host_kill.set_roots(session_id.clone(), None);
+            if let Some(terminals) = self.host_kill.get() {
                 terminals.release_session(&session_id);
             }
-        }
+        });
     }
 }

@@ -191,6 +191,13 @@ impl Connection {
         self.core.outbox.push_back(answer.bytes);
     }
 
+    /// Milliseconds from the driver's last look at the clock to the earliest call deadline
+    /// (a host operation that may take long ends by then, so the timeout fires on time).
+    pub fn time_left(&self) -> Option<u64> {
+        self.poll_timeout()
+            .map(|deadline| deadline.saturating_sub(self.core.now_ms))
+    }
+
     /// The agent's raw JSON id of a host request still being served.
     pub fn host_raw_id(&self, host: HostId) -> Option<&str> {
         self.core.host_raw_id(host)
