@@ -283,6 +283,9 @@ pub(crate) struct Host {
     env: Vec<(OsString, OsString)>,
     terminals: KillSwitch,
     waits: Vec<(HostId, String)>,
+    /// Reads going on in threads of their own, and the flag they set when one is done.
+    reads: Vec<(HostId, ReadSlot)>,
+    reads_done: Arc<AtomicBool>,
     /// Wakes the client's driver when a terminal exits.
     notifier: Option<Arc<acp_os::io::Notifier>>,
 }
@@ -292,7 +295,17 @@ pub(crate) struct Host {
 enum Ran {
     Answer(Result<HostOk, HostError>, Option<String>),
     Wait(String),
+    /// A read that examined `INLINE_SCAN` bytes without finishing: it goes on in a thread of
+    /// its own (within its bound), so the driver (an event loop) is not held by it.
+    Reading(Box<fs::Reading>, fs::ReadBound, String),
 }
+
+/// The bytes a read may examine on the driver's thread before it moves to a thread of its
+/// own (a few milliseconds): every ordinary read is answered inline, in arrival order.
+const INLINE_SCAN: u64 = 8 << 20;
+
+/// A read finished off the driver's thread: its answer, once there.
+type ReadSlot = Arc<Mutex<Option<Result<HostOk, HostError>>>>;
 
 fn unknown_terminal(id: &str) -> HostError {
     HostError::refused("unknown terminal", "terminalId", id)
@@ -340,6 +353,8 @@ impl Host {
             env,
             terminals: KillSwitch::default(),
             waits: Vec::new(),
+            reads: Vec::new(),
+            reads_done: Arc::default(),
             notifier: None,
         })
     }
@@ -365,7 +380,37 @@ impl Host {
     /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
     #[inline]
     pub(crate) fn exits_pending(&self) -> bool {
-        !self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits())
+        (!self.reads.is_empty() && self.reads_done.swap(false, Ordering::SeqCst))
+            || (!self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits()))
+    }
+
+    /// Continues a long read in a thread of its own; its answer is written by `answer_waits`
+    /// when the thread wakes the driver.
+    fn read_elsewhere(
+        &mut self,
+        host: HostId,
+        mut reading: Box<fs::Reading>,
+        bound: fs::ReadBound,
+        path: String,
+    ) -> std::io::Result<()> {
+        let slot: ReadSlot = Arc::default();
+        let (done, notifier) = (Arc::clone(&self.reads_done), self.notifier.clone());
+        let filled = Arc::clone(&slot);
+        std::thread::Builder::new()
+            .name("acp-fast read".into())
+            .spawn(move || {
+                let result = reading
+                    .run(&bound, u64::MAX)
+                    .expect("a read without a pause point ends");
+                *filled.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(result.map(HostOk::Content).map_err(|e| e.host_error(&path)));
+                done.store(true, Ordering::SeqCst);
+                if let Some(notifier) = notifier {
+                    notifier.wake();
+                }
+            })?;
+        self.reads.push((host, slot));
+        Ok(())
     }
 
     /// A read's bound: the answer's bytes, the default scan bounds, the earliest call
@@ -397,20 +442,21 @@ impl Host {
         let roots = &*roots;
         let answer = |result| Ran::Answer(result, None);
         match op {
-            HostOp::Read { path, line, limit } => answer(
-                fs::confine(roots, &path, self.allow_any_path)
-                    .and_then(|target| {
-                        fs::read_text_file(
-                            &target,
-                            line,
-                            limit,
-                            &self.read_bound(request_bytes, time_left),
-                            self.read_missing_as_empty,
-                        )
-                    })
-                    .map(HostOk::Content)
-                    .map_err(|e| e.host_error(&path)),
-            ),
+            HostOp::Read { path, line, limit } => {
+                let bound = self.read_bound(request_bytes, time_left);
+                let reading = fs::confine(roots, &path, self.allow_any_path).and_then(|target| {
+                    fs::open_read(&target, line, limit, self.read_missing_as_empty)
+                });
+                match reading {
+                    Err(error) => answer(Err(error.host_error(&path))),
+                    Ok(mut reading) => match reading.run(&bound, INLINE_SCAN) {
+                        Some(done) => {
+                            answer(done.map(HostOk::Content).map_err(|e| e.host_error(&path)))
+                        }
+                        None => Ran::Reading(Box::new(reading), bound, path),
+                    },
+                }
+            }
             HostOp::Write { path, content } => answer(
                 fs::confine(roots, &path, self.allow_any_path)
                     .and_then(|target| fs::write_text_file(&target, &content))
@@ -603,6 +649,20 @@ pub(crate) fn serve_with(
             state.waits.push((host, terminal_id));
             Ok(())
         }
+        Ran::Reading(reading, bound, path) => {
+            let shown = path.clone();
+            match state.read_elsewhere(host, reading, bound, path) {
+                Ok(()) => Ok(()),
+                Err(error) => {
+                    let message = format!(
+                        "the host could not start a thread to finish the read ({})",
+                        fs::strerror(&error)
+                    );
+                    let failed = Err(HostError::failed(-32603, &message, Some(&shown)));
+                    answer(py, conn, on_activity, host, failed, None)
+                }
+            }
+        }
         Ran::Answer(result, path) => {
             let result = fit_output(conn, host, result, request_bytes);
             answer(py, conn, on_activity, host, result, path)
@@ -679,6 +739,38 @@ pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), Ho
     answer_waits_with(py, &mut driven.conn, &mut driven.host, on_activity)
 }
 
+/// Answers the reads finished in threads of their own; drops those already answered
+/// (`$/cancel_request`).
+fn answer_reads(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+) -> Result<(), HostFailure> {
+    let reads = std::mem::take(&mut state.reads);
+    let mut left = Vec::new();
+    let mut failure = None;
+    for (host, slot) in reads {
+        let finished = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match finished {
+            None => left.push((host, slot)),
+            Some(_) if conn.host_raw_id(host).is_none() => {} // cancelled meanwhile
+            Some(result) if failure.is_none() => {
+                if let Err(error) = answer(py, conn, on_activity, host, result, None) {
+                    failure = Some(error);
+                }
+            }
+            Some(result) => {
+                // After a failure the rest are kept for a later look (their slot refilled).
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                left.push((host, slot));
+            }
+        }
+    }
+    state.reads.extend(left);
+    failure.map_or(Ok(()), Err)
+}
+
 /// `answer_waits` for any driver.
 pub(crate) fn answer_waits_with(
     py: Python<'_>,
@@ -686,6 +778,7 @@ pub(crate) fn answer_waits_with(
     state: &mut Host,
     on_activity: Option<&Py<PyAny>>,
 ) -> Result<(), HostFailure> {
+    answer_reads(py, conn, state, on_activity)?;
     let Some(terminals) = state.terminals.get() else {
         return Ok(());
     };

@@ -428,19 +428,53 @@ pub fn read_text_file(
     bound: &ReadBound,
     missing_as_empty: bool,
 ) -> Result<String, FsError> {
-    let result = read_lines(target, line.max(1), limit, bound);
-    match result {
-        Err(FsError::NotFound) if missing_as_empty => Ok(String::new()),
-        other => other,
-    }
+    let mut reading = open_read(target, line, limit, missing_as_empty)?;
+    reading
+        .run(bound, u64::MAX)
+        .expect("a read without a pause point ends")
 }
 
-fn read_lines(
+/// A read in progress: the file and how far the scan got. `run` continues it, so a read that
+/// turns out long can be handed to another thread between two chunks.
+pub struct Reading {
+    /// None: the answer is "" without reading (a missing file read as empty, `limit` 0).
+    file: Option<File>,
+    first: u64,
+    end: Option<u64>,
+    line: u64,
+    examined: u64,
+    kept: Vec<u8>,
+    /// The file's size when opened (the answer's buffer is sized from it once).
+    size: u64,
+}
+
+/// Opens the confined file for a read of lines `line..line+limit` (checks only: nothing read).
+pub fn open_read(
     target: &Target<'_>,
-    first: u32,
+    line: u32,
     limit: Option<u32>,
-    bound: &ReadBound,
-) -> Result<String, FsError> {
+    missing_as_empty: bool,
+) -> Result<Reading, FsError> {
+    let first = u64::from(line.max(1));
+    let end = limit.map(|l| first + u64::from(l)); // first line not kept
+    let (file, size) = match open_file(target) {
+        Err(FsError::NotFound) if missing_as_empty => (None, 0),
+        Err(error) => return Err(error),
+        Ok(_) if end == Some(first) => (None, 0),
+        Ok((file, size)) => (Some(file), size),
+    };
+    Ok(Reading {
+        file,
+        first,
+        end,
+        line: 1,
+        examined: 0,
+        kept: Vec::new(),
+        size,
+    })
+}
+
+fn open_file(target: &Target<'_>) -> Result<(File, u64), FsError> {
     let walked = walk::walk(target, false)?;
     let Some(name) = &walked.name else {
         return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)));
@@ -449,7 +483,7 @@ fn read_lines(
     // O_NONBLOCK: a FIFO planted there cannot stall the read loop (it is refused below).
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
     let fd = open_at(Some(dir), name, flags, 0).map_err(|e| refused_if_symlink(dir, name, e))?;
-    let mut file = File::from(fd);
+    let file = File::from(fd);
     let meta = file.metadata().map_err(FsError::Os)?;
     if meta.is_dir() {
         return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)));
@@ -460,49 +494,61 @@ fn read_lines(
             "not a regular file",
         )));
     }
-    let first = u64::from(first);
-    let end = limit.map(|l| first + u64::from(l)); // first line not kept
-    if end == Some(first) {
-        return Ok(String::new());
-    }
-    let max_bytes = bound.max_bytes;
-    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    let mut kept = Vec::with_capacity(size.min(max_bytes).min(1 << 20));
-    let mut line = 1u64;
-    let mut examined = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    'read: loop {
-        let count = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FsError::Os(e)),
+    Ok((file, meta.len()))
+}
+
+impl Reading {
+    /// Reads on within `bound`: Some(answer) when done, None once `pause_after` bytes of the
+    /// file have been examined in all (the caller may continue it elsewhere).
+    pub fn run(&mut self, bound: &ReadBound, pause_after: u64) -> Option<Result<String, FsError>> {
+        let Some(file) = self.file.as_mut() else {
+            return Some(Ok(String::new()));
         };
-        examined += count as u64;
-        let mut rest = &buf[..count];
-        while !rest.is_empty() {
-            if end.is_some_and(|end| line >= end) {
-                break 'read;
-            }
-            let (piece, newline) = match memchr::memchr(b'\n', rest) {
-                Some(at) => (&rest[..=at], true),
-                None => (rest, false),
-            };
-            if line >= first {
-                if kept.len() + piece.len() > max_bytes {
-                    return Err(FsError::TooLarge(max_bytes));
-                }
-                kept.extend_from_slice(piece);
-            } else if !newline {
-                break; // the rest of this chunk is inside a skipped line
-            }
-            if newline {
-                line += 1;
-            }
-            rest = &rest[piece.len()..];
+        let max_bytes = bound.max_bytes;
+        if self.examined == 0 {
+            let hint = usize::try_from(self.size).unwrap_or(usize::MAX);
+            self.kept.reserve(hint.min(max_bytes).min(1 << 20));
         }
-        // Once per 64 KiB: a clock read and two loads, nothing next to the read itself.
-        bound.check(examined, first, line)?;
+        let mut buf = [0u8; 64 * 1024];
+        'read: loop {
+            if self.examined >= pause_after {
+                return None;
+            }
+            let count = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(Err(FsError::Os(e))),
+            };
+            self.examined += count as u64;
+            let mut rest = &buf[..count];
+            while !rest.is_empty() {
+                if self.end.is_some_and(|end| self.line >= end) {
+                    break 'read;
+                }
+                let (piece, newline) = match memchr::memchr(b'\n', rest) {
+                    Some(at) => (&rest[..=at], true),
+                    None => (rest, false),
+                };
+                if self.line >= self.first {
+                    if self.kept.len() + piece.len() > max_bytes {
+                        return Some(Err(FsError::TooLarge(max_bytes)));
+                    }
+                    self.kept.extend_from_slice(piece);
+                } else if !newline {
+                    break; // the rest of this chunk is inside a skipped line
+                }
+                if newline {
+                    self.line += 1;
+                }
+                rest = &rest[piece.len()..];
+            }
+            // Once per 64 KiB: a clock read and two loads, nothing next to the read itself.
+            if let Err(error) = bound.check(self.examined, self.first, self.line) {
+                return Some(Err(error));
+            }
+        }
+        let kept = std::mem::take(&mut self.kept);
+        Some(String::from_utf8(kept).map_err(|_| FsError::NotUtf8))
     }
-    String::from_utf8(kept).map_err(|_| FsError::NotUtf8)
 }

@@ -159,6 +159,47 @@ fn a_huge_file_is_read_within_the_bound() {
 }
 
 #[test]
+fn a_read_ends_at_its_scan_bound_its_deadline_or_when_stopped() {
+    let base = sandbox();
+    let r = roots(&base);
+    let file = fs::File::create(base.join("w/sparse")).unwrap();
+    file.set_len(40 << 30).unwrap(); // 40 GiB of zero bytes: one line, never ending
+    let path = base.join("w/sparse");
+    let target = confine(&r, path.to_str().unwrap(), false).unwrap();
+    let started = std::time::Instant::now();
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = 8 << 20;
+    match read_text_file(&target, 2, Some(1), &bound, false) {
+        Err(FsError::ScanBound(why)) => assert!(why.contains("8388608 bytes"), "{why}"),
+        other => panic!("expected the scan bound, got {other:?}"),
+    }
+    // A deadline already passed (the turn's timeout) ends it at the first chunk.
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = u64::MAX;
+    bound.deadline = Some((std::time::Instant::now(), "a call's timeout passed"));
+    match read_text_file(&target, 2, None, &bound, false) {
+        Err(FsError::Stopped(why)) => assert_eq!(why, "a call's timeout passed"),
+        other => panic!("expected a stop, got {other:?}"),
+    }
+    // So does the client's closing flag, whatever the other bounds.
+    bound.deadline = None;
+    bound.stop = Some(Arc::new(AtomicBool::new(true)));
+    assert!(matches!(
+        read_text_file(&target, 2, None, &bound, false),
+        Err(FsError::Stopped(_))
+    ));
+    // The default time bound alone ends a scan with no byte bound.
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = u64::MAX;
+    match read_text_file(&target, 2, None, &bound, false) {
+        Err(FsError::ScanBound(why)) => assert!(why.contains("took longer"), "{why}"),
+        other => panic!("expected the time bound, got {other:?}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(60)); // not 40 GiB of scanning
+    let _ = fs::remove_dir_all(&base);
+}
+
+#[test]
 fn writes_replace_atomically_keep_permissions_and_create_parents() {
     let base = sandbox();
     let r = roots(&base);
