@@ -7,12 +7,14 @@ lone surrogates, and the descriptors left after `close()`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -170,6 +172,39 @@ def test_a_long_read_goes_on_off_the_driver_while_other_requests_are_served(
     assert first["id"] == "h2" and first["result"] == {"content": "small"}
     assert second["id"] == "h1" and "bound for one read" in second["error"]["message"]
     assert [a.path for a in rec.activity] == [str(tmp_path / "a.txt"), str(sparse)]
+
+
+def reader_threads() -> list[str]:
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+    return [n for n in names if n == "acp-fast read"]
+
+
+@pytest.mark.parametrize("client_driver", ["blocking"])
+def test_close_ends_a_long_read_at_once(make_host_client: MakeClient, sparse: Path) -> None:
+    client, _ = make_host_client(capabilities=FS)
+    session = client.default_session
+    assert session is not None
+    failed: list[BaseException] = []
+
+    def turn() -> None:
+        try:
+            session.prompt(json.dumps([{"request": read(sparse, line=2)}]))
+        except acp.AcpError as error:
+            failed.append(error)
+
+    thread = threading.Thread(target=turn)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not reader_threads() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert reader_threads(), "the read moved to its thread"
+    client.close()
+    assert reader_threads() == []  # stopped and joined by close(), not left scanning
+    thread.join(10)
+    assert failed and "close()" in str(failed[0])
 
 
 def test_the_event_loop_runs_on_while_a_huge_read_is_served(tmp_path: Path, sparse: Path) -> None:

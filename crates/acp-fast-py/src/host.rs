@@ -203,6 +203,8 @@ pub(crate) struct KillSwitch {
     /// Per open session: its roots, held open (descriptors); `close()` drops them all, so no
     /// descriptor outlives it (a request in progress keeps its own reference until it ends).
     roots: Arc<Mutex<HashMap<String, Arc<Roots>>>>,
+    /// The threads finishing long reads: `close()` stops and joins them, so none outlives it.
+    readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
 }
 
 impl KillSwitch {
@@ -214,6 +216,10 @@ impl KillSwitch {
         self.closing.store(true, Ordering::Relaxed); // a read in progress ends at its next chunk
         let roots = std::mem::take(&mut *self.roots.lock().unwrap_or_else(|e| e.into_inner()));
         drop(roots);
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|e| e.into_inner()));
+        for reader in readers {
+            let _ = reader.join(); // each ends at its next 64 KiB chunk
+        }
         let taken = {
             let mut slot = self.lock();
             slot.0 = true; // no terminal is started after this
@@ -396,7 +402,7 @@ impl Host {
         let slot: ReadSlot = Arc::default();
         let (done, notifier) = (Arc::clone(&self.reads_done), self.notifier.clone());
         let filled = Arc::clone(&slot);
-        std::thread::Builder::new()
+        let reader = std::thread::Builder::new()
             .name("acp-fast read".into())
             .spawn(move || {
                 let result = reading
@@ -409,6 +415,14 @@ impl Host {
                     notifier.wake();
                 }
             })?;
+        let mut readers = self
+            .terminals
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        readers.retain(|r| !r.is_finished());
+        readers.push(reader);
+        drop(readers);
         self.reads.push((host, slot));
         Ok(())
     }
