@@ -335,3 +335,24 @@ def test_close_releases_descriptors_without_garbage_collection(
             assert set(os.listdir("/proc/self/fd")) <= fds
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("client_driver", ["blocking"])
+def test_sessions_in_one_directory_hold_one_descriptor(
+    make_host_client: MakeClient, tmp_path: Path
+) -> None:
+    """Roots are held open per directory, not per session: 60 sessions in one cwd (with one
+    additional directory each) cost two descriptors, and closing them releases those."""
+    (tmp_path / "extra").mkdir()
+    client, _ = make_host_client(capabilities=FS, cwd=str(tmp_path))
+    before = len(os.listdir("/proc/self/fd"))
+    sessions = [
+        client.new_session(tmp_path, additional_directories=[str(tmp_path / "extra")])
+        for _ in range(60)
+    ]
+    assert len(os.listdir("/proc/self/fd")) - before <= 2
+    (answer,) = run(sessions[-1], [{"request": read(tmp_path / "agent0.log", limit=0)}])
+    assert answer["result"] == {"content": ""}
+    for session in sessions:
+        session.close()
+    assert len(os.listdir("/proc/self/fd")) <= before

@@ -13,6 +13,7 @@ mod walk;
 mod write;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read};
@@ -20,7 +21,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use acp_proto::host::HostError;
@@ -78,6 +79,32 @@ fn real_path_of(fd: &OwnedFd, path: &Path) -> Option<PathBuf> {
     same.then_some(real)
 }
 
+/// One held descriptor per directory in the process (by st_dev/st_ino): a thousand sessions
+/// in one cwd hold one descriptor, not a thousand. A directory's inode number cannot be reused
+/// while a descriptor holds it, so a live entry always names the same directory.
+type Held = HashMap<(u64, u64), Weak<OwnedFd>>;
+
+fn shared(fd: OwnedFd) -> Arc<OwnedFd> {
+    static HELD: Mutex<Option<Held>> = Mutex::new(None);
+    let Ok(stat) = fstat(&fd) else {
+        return Arc::new(fd);
+    };
+    // st_dev/st_ino types differ between systems.
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    let key = (stat.st_dev as u64, stat.st_ino as u64);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let held = held.get_or_insert_with(HashMap::new);
+    if let Some(same) = held.get(&key).and_then(Weak::upgrade) {
+        return same; // `fd` closes here
+    }
+    if held.len() >= 64 && held.len().is_power_of_two() {
+        held.retain(|_, weak| weak.strong_count() > 0);
+    }
+    let fd = Arc::new(fd);
+    held.insert(key, Arc::downgrade(&fd));
+    fd
+}
+
 impl Root {
     /// Opens `open` (following symlinks: the user named it) and holds it; `given` is another
     /// name for it that requests may use.
@@ -89,17 +116,14 @@ impl Root {
             .as_ref()
             .and_then(|fd| real_path_of(fd, &open))
             .unwrap_or_else(|| open.clone());
+        let dir = dir.map(shared);
         let mut forms = vec![given];
         for form in [open, real.clone()] {
             if !forms.contains(&form) {
                 forms.push(form);
             }
         }
-        Root {
-            forms,
-            real,
-            dir: dir.map(Arc::new),
-        }
+        Root { forms, real, dir }
     }
 }
 
