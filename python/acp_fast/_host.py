@@ -39,6 +39,8 @@ def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] |
         config.terminal_output_bytes,
         config.read_missing_as_empty,
         config.terminal_shell,
+        config.max_terminals,
+        list(config._given_directories),
     )
 
 

@@ -402,6 +402,12 @@ class ClientCapabilityConfig:
     #: `args` as `[shell, "-c", command]`, for agents that send whole shell lines
     #: (claude-code-acp). None (default): commands run without a shell.
     terminal_shell: str | None = None
+    #: Terminals one session may have at once (released ones free their slot); more are
+    #: refused with an error naming this cap.
+    max_terminals: int = 32
+    #: ``additional_directories`` as given (the realpaths are above): a directory given through
+    #: a symlink answers requests in both forms (design/host.md §2).
+    _given_directories: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in (
@@ -417,12 +423,16 @@ class ClientCapabilityConfig:
         for directory in directories:
             if not os.path.isabs(directory):
                 raise ValueError(f"additional_directories must be absolute (got {directory!r})")
+        object.__setattr__(self, "_given_directories", directories)
         object.__setattr__(
             self, "additional_directories", tuple(os.path.realpath(d) for d in directories)
         )
         size = self.terminal_output_bytes
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"terminal_output_bytes must be an int above zero (got {size!r})")
+        cap = self.max_terminals
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
+            raise ValueError(f"max_terminals must be an int above zero (got {cap!r})")
         shell = self.terminal_shell
         if shell is not None:
             if not isinstance(shell, str):

@@ -12,6 +12,11 @@ of steps, run in order:
   collected by a later ``{"collect": N}`` (waits for N outstanding answers).
 - ``{"notify": {...}}``: a raw notification, e.g. ``$/cancel_request``.
 - ``{"wait_cancel": true}``: waits for this session's `session/cancel`.
+- ``{"raw": LINE, "id": ID}``: LINE (a request written by hand: duplicate keys, bad escapes)
+  sent as it is; the agent waits for the answer to ID.
+- ``{"repeat": N, "requests": [...]}``: N rounds of those requests, each waited for; instead
+  of every answer, one ``{"tally": {outcome: count}}`` (outcome: the content read, "{}", or
+  the error message).
 
 Then one `agent_message_chunk` whose text is the JSON list of every answer received (in
 arrival order), and the prompt's answer: ``cancelled`` after a cancel, else ``end_turn``.
@@ -94,6 +99,24 @@ def run(session_id: str, prompt_id: Any, steps: list[dict[str, Any]]) -> None:
             wait_for(lambda wanted=wanted: len(answers) >= wanted)
         elif "notify" in step:
             send(step["notify"])
+        elif "raw" in step:
+            waiting[step["id"]] = None
+            out.write(step["raw"] + "\n")
+            out.flush()
+            wait_for(lambda: not waiting)
+        elif "repeat" in step:
+            tally: dict[str, int] = {}
+            for _ in range(step["repeat"]):
+                for body in step["requests"]:
+                    request(session_id, body)
+                    wait_for(lambda: not waiting)
+                    answer = answers.pop()
+                    if "error" in answer:
+                        outcome = str(answer["error"].get("message"))
+                    else:
+                        outcome = str(answer["result"].get("content", "{}"))
+                    tally[outcome] = tally.get(outcome, 0) + 1
+            answers.append({"tally": tally})
         elif "wait_cancel" in step:
             wait_for(lambda: session_id in cancelled)
     text = json.dumps(answers, separators=(",", ":"))

@@ -1,52 +1,190 @@
 //! `fs/read_text_file` and `fs/write_text_file` confined to a session's roots
 //! (design/host.md §2).
 //!
-//! Confinement is checked twice: lexically (`..` cannot climb out of a root whatever the string
-//! starts with) and on the resolved path (a symlink inside a root pointing out is refused). The
-//! operation then opens the resolved path component by component from the root's directory fd
-//! with `O_NOFOLLOW`, so the file acted on is the one checked: a symlink swapped in after the
-//! check makes the open fail (refused), never escape. Writes go to a temporary file in the
-//! target's directory and are renamed over it, so a reader sees the old file or the new one.
+//! Each root is opened (a directory descriptor) when the session registers it and held; every
+//! request is walked from those descriptors one component at a time (`walk.rs`), symlinks read
+//! and checked rather than followed by the kernel, so neither a symlink inside a root pointing
+//! out nor a root (or a directory on the way) swapped for a symlink reaches outside. Writes go
+//! to a temporary file in the target's directory and are renamed over it, so a reader sees the
+//! old file or the new one; a target the host's user could not open for writing, or that is not
+//! a plain regular file, is refused, and the file's owner and mode are kept (`write.rs`).
 
-use std::ffi::{CString, OsStr, OsString};
+mod walk;
+mod write;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use acp_proto::host::HostError;
 
-/// The directories a session's requests may reach, each as given (normalised) and as its
-/// realpath (taken when the roots are made).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub use write::write_text_file;
+
+/// One root: the forms a request may name it by (as given, as opened, its realpath) and its
+/// directory, opened when the root was registered (None: it could not be opened then).
+#[derive(Clone, Debug)]
+struct Root {
+    forms: Vec<PathBuf>,
+    real: PathBuf,
+    dir: Option<Arc<OwnedFd>>,
+}
+
+/// The directories a session's requests may reach, each held open from the moment they are
+/// made, and known by every form it was given in and by its realpath.
+#[derive(Clone, Debug, Default)]
 pub struct Roots {
-    roots: Vec<(PathBuf, PathBuf)>,
+    roots: Vec<Root>,
+}
+
+/// The flags a root is held with: a reference to the directory, nothing readable through it.
+#[cfg(target_os = "linux")]
+const ROOT_FLAGS: libc::c_int = libc::O_PATH | libc::O_DIRECTORY;
+#[cfg(not(target_os = "linux"))]
+const ROOT_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY;
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: valid fd and out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so it filled the struct.
+    Ok(unsafe { stat.assume_init() })
+}
+
+/// The realpath of an open directory: the kernel's name for it (Linux), else the realpath of
+/// `path` when it is still the same directory (st_dev/st_ino); None when it cannot be told.
+fn real_path_of(fd: &OwnedFd, path: &Path) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        if real.is_absolute() {
+            return Some(real);
+        }
+    }
+    let real = std::fs::canonicalize(path).ok()?;
+    let held = fstat(fd).ok()?;
+    let named = std::fs::metadata(&real).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    // st_dev/st_ino types differ between systems.
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    let same = named.dev() == held.st_dev as u64 && named.ino() == held.st_ino as u64;
+    same.then_some(real)
+}
+
+/// One held descriptor per directory in the process (by st_dev/st_ino): a thousand sessions
+/// in one cwd hold one descriptor, not a thousand. A directory's inode number cannot be reused
+/// while a descriptor holds it, so a live entry always names the same directory.
+type Held = HashMap<(u64, u64), Weak<OwnedFd>>;
+
+fn shared(fd: OwnedFd) -> Arc<OwnedFd> {
+    static HELD: Mutex<Option<Held>> = Mutex::new(None);
+    let Ok(stat) = fstat(&fd) else {
+        return Arc::new(fd);
+    };
+    // st_dev/st_ino types differ between systems.
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    let key = (stat.st_dev as u64, stat.st_ino as u64);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let held = held.get_or_insert_with(HashMap::new);
+    if let Some(same) = held.get(&key).and_then(Weak::upgrade) {
+        return same; // `fd` closes here
+    }
+    if held.len() >= 64 && held.len().is_power_of_two() {
+        held.retain(|_, weak| weak.strong_count() > 0);
+    }
+    let fd = Arc::new(fd);
+    held.insert(key, Arc::downgrade(&fd));
+    fd
+}
+
+impl Root {
+    /// Opens `open` (following symlinks: the user named it) and holds it; `given` is another
+    /// name for it that requests may use.
+    fn new(given: &str, open: &str) -> Root {
+        let given = normalize(Path::new(given));
+        let open = normalize(Path::new(open));
+        let dir = open_at(None, open.as_os_str(), ROOT_FLAGS, 0).ok();
+        let real = dir
+            .as_ref()
+            .and_then(|fd| real_path_of(fd, &open))
+            .unwrap_or_else(|| open.clone());
+        let dir = dir.map(shared);
+        let mut forms = vec![given];
+        for form in [open, real.clone()] {
+            if !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+        Root { forms, real, dir }
+    }
 }
 
 impl Roots {
+    /// Roots named by one form each (a session's cwd and its own additional directories).
     pub fn new<S: AsRef<str>>(directories: impl IntoIterator<Item = S>) -> Roots {
-        let roots = directories
-            .into_iter()
-            .map(|dir| {
-                let lexical = normalize(Path::new(dir.as_ref()));
-                let real = std::fs::canonicalize(&lexical).unwrap_or_else(|_| lexical.clone());
-                (lexical, real)
-            })
-            .collect();
-        Roots { roots }
+        Roots::with_forms(directories.into_iter().map(|d| {
+            let d = d.as_ref().to_owned();
+            (d.clone(), d)
+        }))
+    }
+
+    /// Roots given as (the form the user gave, the path to open): a config directory given
+    /// through a symlink is opened at the realpath taken at construction and is reachable by
+    /// both names (host.md: roots count in both forms).
+    pub fn with_forms(directories: impl IntoIterator<Item = (String, String)>) -> Roots {
+        Roots {
+            roots: directories
+                .into_iter()
+                .map(|(given, open)| Root::new(&given, &open))
+                .collect(),
+        }
+    }
+
+    /// `/` opened now: `allow_any_path` (confinement lifted; symlinks are still read, not
+    /// followed by the kernel, so a swapped path is refused rather than misread).
+    fn any() -> Roots {
+        Roots::new(["/"])
     }
 
     /// The realpaths, for the tests and the activity log.
     pub fn real(&self) -> impl Iterator<Item = &Path> {
-        self.roots.iter().map(|(_, real)| real.as_path())
+        self.roots.iter().map(|root| root.real.as_path())
     }
 
     /// The first root as given (a session's cwd: a terminal's default directory).
     pub fn cwd(&self) -> Option<&Path> {
-        self.roots.first().map(|(lexical, _)| lexical.as_path())
+        self.roots.first().map(|root| root.forms[0].as_path())
+    }
+
+    /// The root `path` names exactly, in any of its forms (the first such root).
+    fn named(&self, path: &Path) -> Option<usize> {
+        let wanted = walk::bytes(path);
+        self.roots
+            .iter()
+            .position(|root| root.forms.iter().any(|f| walk::bytes(f) == wanted))
+    }
+
+    fn real_of(&self, index: usize) -> &Path {
+        &self.roots[index].real
+    }
+
+    fn fd(&self, index: usize) -> Option<&OwnedFd> {
+        self.roots[index].dir.as_deref()
+    }
+
+    /// Whether `path` (normalised) is within a root, in any form.
+    fn contains(&self, path: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|root| root.forms.iter().any(|form| within(path, form)))
     }
 }
 
@@ -80,6 +218,13 @@ pub enum FsError {
     NotUtf8,
     /// The selected lines exceed this many bytes.
     TooLarge(usize),
+    /// The read examined its whole byte budget (or ran out of time) before it was done.
+    ScanBound(String),
+    /// The read was given up: the client closed, or the turn's timeout passed.
+    Stopped(&'static str),
+    /// The operation would do what opening the file would not allow (a write to a file the
+    /// host's user cannot write, to something that is not a regular file...): why.
+    Refused(String),
     Os(io::Error),
 }
 
@@ -105,6 +250,14 @@ impl FsError {
                 ),
                 Some(path),
             ),
+            FsError::ScanBound(why) | FsError::Refused(why) => {
+                HostError::failed(-32603, why, Some(path))
+            }
+            FsError::Stopped(why) => HostError::failed(
+                -32603,
+                &format!("the read was stopped: {why}"),
+                Some(path),
+            ),
             FsError::Os(error) => HostError::failed(-32603, &strerror(error), Some(path)),
         }
     }
@@ -119,66 +272,44 @@ pub fn strerror(error: &io::Error) -> String {
     }
 }
 
-/// A confined target: the root's realpath and the components below it.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Target {
-    pub root: PathBuf,
-    pub components: Vec<OsString>,
+/// A confined request: the path and the roots it is walked from.
+#[derive(Debug)]
+pub struct Target<'r> {
+    roots: Cow<'r, Roots>,
+    path: PathBuf,
 }
 
-/// The realpath of `path` when it exists, else the realpath of its deepest existing ancestor
-/// joined with the rest (normalised lexically: what does not exist holds no symlink).
-fn resolve(path: &Path) -> Result<PathBuf, FsError> {
-    let parts: Vec<Component<'_>> = path.components().collect();
-    for keep in (1..=parts.len()).rev() {
-        let head: PathBuf = parts[..keep].iter().collect();
-        match std::fs::canonicalize(&head) {
-            Ok(real) => {
-                let mut full = real;
-                for part in &parts[keep..] {
-                    full.push(part.as_os_str());
-                }
-                return Ok(normalize(&full));
-            }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
-            Err(e) => return Err(FsError::of(e)),
-        }
+impl Target<'_> {
+    fn roots(&self) -> &Roots {
+        &self.roots
     }
-    Ok(normalize(path))
 }
 
-/// Checks `path` (absolute) against the roots; `allow_any` lifts confinement.
-pub fn confine(roots: &Roots, path: &str, allow_any: bool) -> Result<Target, FsError> {
-    let path = Path::new(path);
-    let lexical = normalize(path);
-    if !allow_any
-        && !roots
-            .roots
-            .iter()
-            .any(|(lex, real)| within(&lexical, lex) || within(&lexical, real))
-    {
+/// Checks `path` (absolute) against the roots: its lexical form must be within a root (either
+/// form of it); the walk (`walk.rs`) then checks every symlink on the way. `allow_any` lifts
+/// confinement (`/` is then the root, opened now).
+pub fn confine<'r>(roots: &'r Roots, path: &str, allow_any: bool) -> Result<Target<'r>, FsError> {
+    // The walk takes the path as sent: a `..` after a symlink climbs from where the symlink
+    // leads, as the kernel's resolution does (host.md's R), and must stay in a root too.
+    let path = PathBuf::from(path);
+    if allow_any {
+        return Ok(Target {
+            roots: Cow::Owned(Roots::any()),
+            path,
+        });
+    }
+    if !roots.contains(&normalize(&path)) {
         return Err(FsError::Outside);
     }
-    let resolved = resolve(path)?;
-    let root = if allow_any {
-        PathBuf::from("/")
-    } else {
-        roots
-            .roots
-            .iter()
-            .map(|(_, real)| real)
-            .filter(|real| within(&resolved, real))
-            .max_by_key(|real| real.as_os_str().len())
-            .ok_or(FsError::Outside)?
-            .clone()
-    };
-    let components = resolved
-        .strip_prefix(&root)
-        .expect("within the root")
-        .components()
-        .map(|c| c.as_os_str().to_owned())
-        .collect();
-    Ok(Target { root, components })
+    Ok(Target {
+        roots: Cow::Borrowed(roots),
+        path,
+    })
+}
+
+/// Where the target resolves to (the walk's absolute location), for the tests.
+pub fn resolved(target: &Target<'_>) -> Result<PathBuf, FsError> {
+    walk::walk(target, false).map(|walked| walked.at)
 }
 
 fn c_name(name: &OsStr) -> io::Result<CString> {
@@ -232,8 +363,8 @@ fn is_kind(stat: &libc::stat, kind: libc::mode_t) -> bool {
     stat.st_mode & libc::S_IFMT == kind
 }
 
-/// An `O_NOFOLLOW` open that failed on a symlink: some systems say ENOTDIR for a directory
-/// open, so look at what is there.
+/// An `O_NOFOLLOW` open that failed on a symlink (swapped in after the walk looked): some
+/// systems say ENOTDIR for a directory open, so look at what is there.
 fn refused_if_symlink(dir: &OwnedFd, name: &OsStr, error: io::Error) -> FsError {
     match lstat_at(dir, name) {
         Ok(stat) if is_kind(&stat, libc::S_IFLNK) => FsError::Outside,
@@ -241,77 +372,142 @@ fn refused_if_symlink(dir: &OwnedFd, name: &OsStr, error: io::Error) -> FsError 
     }
 }
 
-/// Opens the target's directory from its root, one component at a time without following
-/// symlinks (creating missing ones when `create`); returns it and the final name (None when
-/// the target is the root itself).
-fn open_parent(target: &Target, create: bool) -> Result<(OwnedFd, Option<&OsStr>), FsError> {
-    let root = OsStr::new(target.root.as_os_str());
-    let mut dir =
-        open_at(None, root, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(FsError::of)?;
-    let Some((last, parents)) = target.components.split_last() else {
-        return Ok((dir, None));
-    };
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-    for name in parents {
-        let next = match open_at(Some(&dir), name, flags, 0) {
-            Err(e) if create && e.raw_os_error() == Some(libc::ENOENT) => {
-                let c = c_name(name).map_err(FsError::Os)?;
-                // SAFETY: valid fd and name; 0o777 & ~umask, as mkdir(1).
-                if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o777) } != 0 {
-                    let error = io::Error::last_os_error();
-                    if error.raw_os_error() != Some(libc::EEXIST) {
-                        return Err(FsError::Os(error));
-                    }
-                }
-                open_at(Some(&dir), name, flags, 0)
-            }
-            other => other,
-        };
-        dir = next.map_err(|e| refused_if_symlink(&dir, name, e))?;
-    }
-    Ok((dir, Some(last.as_os_str())))
-}
-
 /// Opens the confined directory itself (a terminal's cwd), without following symlinks.
-pub fn open_dir(target: &Target) -> Result<OwnedFd, FsError> {
-    let (dir, name) = open_parent(target, false)?;
-    let Some(name) = name else {
-        return Ok(dir);
-    };
+pub fn open_dir(target: &Target<'_>) -> Result<OwnedFd, FsError> {
+    let walked = walk::walk(target, false)?;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-    open_at(Some(&dir), name, flags, 0).map_err(|e| refused_if_symlink(&dir, name, e))
+    match &walked.name {
+        None => open_at(Some(&walked.dir), OsStr::new("."), flags, 0).map_err(FsError::of),
+        Some(name) => open_at(Some(&walked.dir), name, flags, 0)
+            .map_err(|e| refused_if_symlink(&walked.dir, name, e)),
+    }
 }
 
-/// Reads lines `line..line+limit` (1-based; `limit` None: to the end) of the confined file,
-/// keeping at most `max_bytes` of them; `missing_as_empty` answers a missing file "".
+/// How far one read may go (design/host.md §2, and the host issue's "a file read can freeze
+/// the host"): the selected lines' bytes, the bytes examined to find them, the time, and a
+/// flag another thread sets to give the read up (the client closed).
+#[derive(Clone, Debug)]
+pub struct ReadBound {
+    /// The selected lines may hold at most this many bytes (`transfer_limits.request_bytes`).
+    pub max_bytes: usize,
+    /// At most this many bytes of the file are examined (skipped lines included).
+    pub scan_bytes: u64,
+    /// The read ends by then, whatever it found (its time bound, or the turn's deadline).
+    pub deadline: Option<(Instant, &'static str)>,
+    /// Set from another thread: give the read up at once.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// The bytes one read may examine by default: a few hundred milliseconds of scanning.
+pub const SCAN_BYTES: u64 = 256 << 20;
+/// The time one read may take by default.
+pub const SCAN_TIME: Duration = Duration::from_secs(2);
+
+impl ReadBound {
+    /// The defaults, with the answer's byte bound.
+    pub fn new(max_bytes: usize) -> ReadBound {
+        ReadBound {
+            max_bytes,
+            scan_bytes: SCAN_BYTES,
+            deadline: Some((Instant::now() + SCAN_TIME, "")),
+            stop: None,
+        }
+    }
+
+    fn check(&self, examined: u64, first: u64, line: u64) -> Result<(), FsError> {
+        if self
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            return Err(FsError::Stopped("the client is closing"));
+        }
+        if examined > self.scan_bytes {
+            return Err(FsError::ScanBound(format!(
+                "the read examined {} bytes of the file (the host's bound for one read) and reached line {line} of the lines from {first}; read a smaller file, or fewer lines",
+                self.scan_bytes
+            )));
+        }
+        if let Some((deadline, why)) = self.deadline {
+            if Instant::now() >= deadline {
+                if !why.is_empty() {
+                    return Err(FsError::Stopped(why));
+                }
+                return Err(FsError::ScanBound(format!(
+                    "the read took longer than the host's bound for one read ({} s) and reached line {line} after {examined} bytes; read a smaller file, or fewer lines",
+                    SCAN_TIME.as_secs()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads lines `line..line+limit` (1-based; `limit` None: to the end) of the confined file
+/// within `bound`; `missing_as_empty` answers a missing file "".
 pub fn read_text_file(
-    target: &Target,
+    target: &Target<'_>,
     line: u32,
     limit: Option<u32>,
-    max_bytes: usize,
+    bound: &ReadBound,
     missing_as_empty: bool,
 ) -> Result<String, FsError> {
-    let result = read_lines(target, line.max(1), limit, max_bytes);
-    match result {
-        Err(FsError::NotFound) if missing_as_empty => Ok(String::new()),
-        other => other,
-    }
+    let mut reading = open_read(target, line, limit, missing_as_empty)?;
+    reading
+        .run(bound, u64::MAX)
+        .expect("a read without a pause point ends")
 }
 
-fn read_lines(
-    target: &Target,
-    first: u32,
+/// A read in progress: the file and how far the scan got. `run` continues it, so a read that
+/// turns out long can be handed to another thread between two chunks.
+pub struct Reading {
+    /// None: the answer is "" without reading (a missing file read as empty, `limit` 0).
+    file: Option<File>,
+    first: u64,
+    end: Option<u64>,
+    line: u64,
+    examined: u64,
+    kept: Vec<u8>,
+    /// The file's size when opened (the answer's buffer is sized from it once).
+    size: u64,
+}
+
+/// Opens the confined file for a read of lines `line..line+limit` (checks only: nothing read).
+pub fn open_read(
+    target: &Target<'_>,
+    line: u32,
     limit: Option<u32>,
-    max_bytes: usize,
-) -> Result<String, FsError> {
-    let (dir, name) = open_parent(target, false)?;
-    let Some(name) = name else {
+    missing_as_empty: bool,
+) -> Result<Reading, FsError> {
+    let first = u64::from(line.max(1));
+    let end = limit.map(|l| first + u64::from(l)); // first line not kept
+    let (file, size) = match open_file(target) {
+        Err(FsError::NotFound) if missing_as_empty => (None, 0),
+        Err(error) => return Err(error),
+        Ok(_) if end == Some(first) => (None, 0),
+        Ok((file, size)) => (Some(file), size),
+    };
+    Ok(Reading {
+        file,
+        first,
+        end,
+        line: 1,
+        examined: 0,
+        kept: Vec::new(),
+        size,
+    })
+}
+
+fn open_file(target: &Target<'_>) -> Result<(File, u64), FsError> {
+    let walked = walk::walk(target, false)?;
+    let Some(name) = &walked.name else {
         return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)));
     };
+    let dir = &walked.dir;
     // O_NONBLOCK: a FIFO planted there cannot stall the read loop (it is refused below).
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
-    let fd = open_at(Some(&dir), name, flags, 0).map_err(|e| refused_if_symlink(&dir, name, e))?;
-    let mut file = File::from(fd);
+    let fd = open_at(Some(dir), name, flags, 0).map_err(|e| refused_if_symlink(dir, name, e))?;
+    let file = File::from(fd);
     let meta = file.metadata().map_err(FsError::Os)?;
     if meta.is_dir() {
         return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)));
@@ -322,112 +518,61 @@ fn read_lines(
             "not a regular file",
         )));
     }
-    let first = u64::from(first);
-    let end = limit.map(|l| first + u64::from(l)); // first line not kept
-    if end == Some(first) {
-        return Ok(String::new());
-    }
-    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    let mut kept = Vec::with_capacity(size.min(max_bytes));
-    let mut line = 1u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    'read: loop {
-        let count = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FsError::Os(e)),
+    Ok((file, meta.len()))
+}
+
+impl Reading {
+    /// Reads on within `bound`: Some(answer) when done, None once `pause_after` bytes of the
+    /// file have been examined in all (the caller may continue it elsewhere).
+    pub fn run(&mut self, bound: &ReadBound, pause_after: u64) -> Option<Result<String, FsError>> {
+        let Some(file) = self.file.as_mut() else {
+            return Some(Ok(String::new()));
         };
-        let mut rest = &buf[..count];
-        while !rest.is_empty() {
-            if end.is_some_and(|end| line >= end) {
-                break 'read;
+        let max_bytes = bound.max_bytes;
+        if self.examined == 0 {
+            let hint = usize::try_from(self.size).unwrap_or(usize::MAX);
+            self.kept.reserve(hint.min(max_bytes).min(1 << 20));
+        }
+        let mut buf = [0u8; 64 * 1024];
+        'read: loop {
+            if self.examined >= pause_after {
+                return None;
             }
-            let (piece, newline) = match memchr::memchr(b'\n', rest) {
-                Some(at) => (&rest[..=at], true),
-                None => (rest, false),
+            let count = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(Err(FsError::Os(e))),
             };
-            if line >= first {
-                if kept.len() + piece.len() > max_bytes {
-                    return Err(FsError::TooLarge(max_bytes));
+            self.examined += count as u64;
+            let mut rest = &buf[..count];
+            while !rest.is_empty() {
+                if self.end.is_some_and(|end| self.line >= end) {
+                    break 'read;
                 }
-                kept.extend_from_slice(piece);
+                let (piece, newline) = match memchr::memchr(b'\n', rest) {
+                    Some(at) => (&rest[..=at], true),
+                    None => (rest, false),
+                };
+                if self.line >= self.first {
+                    if self.kept.len() + piece.len() > max_bytes {
+                        return Some(Err(FsError::TooLarge(max_bytes)));
+                    }
+                    self.kept.extend_from_slice(piece);
+                } else if !newline {
+                    break; // the rest of this chunk is inside a skipped line
+                }
+                if newline {
+                    self.line += 1;
+                }
+                rest = &rest[piece.len()..];
             }
-            if newline {
-                line += 1;
+            // Once per 64 KiB: a clock read and two loads, nothing next to the read itself.
+            if let Err(error) = bound.check(self.examined, self.first, self.line) {
+                return Some(Err(error));
             }
-            rest = &rest[piece.len()..];
         }
+        let kept = std::mem::take(&mut self.kept);
+        Some(String::from_utf8(kept).map_err(|_| FsError::NotUtf8))
     }
-    String::from_utf8(kept).map_err(|_| FsError::NotUtf8)
-}
-
-fn temporary_name(name: &OsStr) -> OsString {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u32(std::process::id());
-    let mut temp = OsString::from(".");
-    temp.push(name);
-    temp.push(format!(".acp-{:016x}", hasher.finish()));
-    temp
-}
-
-/// Writes `content` to the confined file: missing parents created, a temporary file in its
-/// directory given the old file's permission bits, then renamed over it.
-pub fn write_text_file(target: &Target, content: &str) -> Result<(), FsError> {
-    let (dir, name) = open_parent(target, true)?;
-    let Some(name) = name else {
-        return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)));
-    };
-    let mode = match lstat_at(&dir, name) {
-        Ok(stat) if is_kind(&stat, libc::S_IFLNK) => return Err(FsError::Outside),
-        Ok(stat) if is_kind(&stat, libc::S_IFDIR) => {
-            return Err(FsError::Os(io::Error::from_raw_os_error(libc::EISDIR)))
-        }
-        // mode_t is u32 on Linux and u16 on macOS.
-        #[allow(clippy::useless_conversion)]
-        Ok(stat) => Some(u32::from(stat.st_mode) & 0o7777),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-        Err(e) => return Err(FsError::Os(e)),
-    };
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let mut attempt = 0;
-    let (temp, fd) = loop {
-        let temp = temporary_name(name);
-        match open_at(Some(&dir), &temp, flags, 0o666) {
-            Ok(fd) => break (temp, fd),
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && attempt < 8 => attempt += 1,
-            Err(e) => return Err(FsError::Os(e)),
-        }
-    };
-    let temp_c = c_name(&temp).map_err(FsError::Os)?;
-    let written = (|| -> io::Result<()> {
-        let mut file = File::from(fd);
-        if let Some(mode) = mode {
-            file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-        }
-        file.write_all(content.as_bytes())?;
-        drop(file);
-        let name_c = c_name(name)?;
-        // SAFETY: valid fds and names.
-        let rc = unsafe {
-            libc::renameat(
-                dir.as_raw_fd(),
-                temp_c.as_ptr(),
-                dir.as_raw_fd(),
-                name_c.as_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    })();
-    if let Err(error) = written {
-        // SAFETY: valid fd and name; the temporary file is ours.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), temp_c.as_ptr(), 0) };
-        return Err(FsError::Os(error));
-    }
-    Ok(())
 }

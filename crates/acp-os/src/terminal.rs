@@ -325,6 +325,15 @@ impl Terminals {
         (term.session == session && !term.released).then(|| f(term))
     }
 
+    /// How many terminals of `session` the agent has not released (the cap counts these).
+    pub fn live(&self, session: &str) -> usize {
+        lock(&self.inner)
+            .terms
+            .values()
+            .filter(|t| t.session == session && !t.released)
+            .count()
+    }
+
     /// (kept bytes, truncated, exit status); None for an id unknown to this session.
     pub fn output(&self, id: &str, session: &str) -> Option<(Vec<u8>, bool, Option<ExitStatus>)> {
         self.with(id, session, |t| {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use acp_os::fs::{confine, read_text_file, write_text_file, FsError, Roots};
+use acp_os::fs::{confine, read_text_file, resolved, write_text_file, FsError, ReadBound, Roots};
 use proptest::prelude::*;
 
 /// A fresh directory with `w/` (the root), `w-secrets/` and `outside/` side by side.
@@ -33,7 +33,7 @@ fn roots(base: &Path) -> Roots {
 
 fn read(roots: &Roots, path: &Path) -> Result<String, FsError> {
     let target = confine(roots, path.to_str().unwrap(), false)?;
-    read_text_file(&target, 1, None, 1 << 20, false)
+    read_text_file(&target, 1, None, &ReadBound::new(1 << 20), false)
 }
 
 fn write(roots: &Roots, path: &Path, content: &str) -> Result<(), FsError> {
@@ -55,7 +55,9 @@ fn reads_select_lines_byte_for_byte() {
     let file = base.join("w/a.txt");
     fs::write(&file, "1\n2\r\n3\n4").unwrap();
     let target = confine(&r, file.to_str().unwrap(), false).unwrap();
-    let read = |line, limit| read_text_file(&target, line, limit, 1 << 20, false).unwrap();
+    let read = |line, limit| {
+        read_text_file(&target, line, limit, &ReadBound::new(1 << 20), false).unwrap()
+    };
     assert_eq!(read(2, Some(2)), "2\r\n3\n");
     assert_eq!(read(0, None), "1\n2\r\n3\n4"); // line 0 reads as 1
     assert_eq!(read(4, Some(9)), "4");
@@ -120,7 +122,10 @@ fn missing_files_non_utf8_and_special_files() {
         Err(FsError::NotFound)
     ));
     let target = confine(&r, base.join("w/none.txt").to_str().unwrap(), false).unwrap();
-    assert_eq!(read_text_file(&target, 1, None, 64, true).unwrap(), "");
+    assert_eq!(
+        read_text_file(&target, 1, None, &ReadBound::new(64), true).unwrap(),
+        ""
+    );
     fs::write(base.join("w/a.bin"), b"ok\n\xff\xfe\n").unwrap();
     assert!(matches!(
         read(&r, &base.join("w/a.bin")),
@@ -129,7 +134,7 @@ fn missing_files_non_utf8_and_special_files() {
     // Only the selected lines must be text.
     let target = confine(&r, base.join("w/a.bin").to_str().unwrap(), false).unwrap();
     assert_eq!(
-        read_text_file(&target, 1, Some(1), 64, false).unwrap(),
+        read_text_file(&target, 1, Some(1), &ReadBound::new(64), false).unwrap(),
         "ok\n"
     );
     assert!(matches!(read(&r, &base.join("w")), Err(FsError::Os(_))));
@@ -151,6 +156,47 @@ fn a_huge_file_is_read_within_the_bound() {
         Err(FsError::TooLarge(limit)) => assert_eq!(limit, 1 << 20),
         other => panic!("expected the bound, got {other:?}"),
     }
+}
+
+#[test]
+fn a_read_ends_at_its_scan_bound_its_deadline_or_when_stopped() {
+    let base = sandbox();
+    let r = roots(&base);
+    let file = fs::File::create(base.join("w/sparse")).unwrap();
+    file.set_len(40 << 30).unwrap(); // 40 GiB of zero bytes: one line, never ending
+    let path = base.join("w/sparse");
+    let target = confine(&r, path.to_str().unwrap(), false).unwrap();
+    let started = std::time::Instant::now();
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = 8 << 20;
+    match read_text_file(&target, 2, Some(1), &bound, false) {
+        Err(FsError::ScanBound(why)) => assert!(why.contains("8388608 bytes"), "{why}"),
+        other => panic!("expected the scan bound, got {other:?}"),
+    }
+    // A deadline already passed (the turn's timeout) ends it at the first chunk.
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = u64::MAX;
+    bound.deadline = Some((std::time::Instant::now(), "a call's timeout passed"));
+    match read_text_file(&target, 2, None, &bound, false) {
+        Err(FsError::Stopped(why)) => assert_eq!(why, "a call's timeout passed"),
+        other => panic!("expected a stop, got {other:?}"),
+    }
+    // So does the client's closing flag, whatever the other bounds.
+    bound.deadline = None;
+    bound.stop = Some(Arc::new(AtomicBool::new(true)));
+    assert!(matches!(
+        read_text_file(&target, 2, None, &bound, false),
+        Err(FsError::Stopped(_))
+    ));
+    // The default time bound alone ends a scan with no byte bound.
+    let mut bound = ReadBound::new(1 << 20);
+    bound.scan_bytes = u64::MAX;
+    match read_text_file(&target, 2, None, &bound, false) {
+        Err(FsError::ScanBound(why)) => assert!(why.contains("took longer"), "{why}"),
+        other => panic!("expected the time bound, got {other:?}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(60)); // not 40 GiB of scanning
+    let _ = fs::remove_dir_all(&base);
 }
 
 #[test]
@@ -179,10 +225,19 @@ fn writes_replace_atomically_keep_permissions_and_create_parents() {
         names.iter().all(|n| !n.contains(".acp-")),
         "no temporary file left: {names:?}"
     );
-    // A hard link to the old file keeps the old content: the rename never writes through it.
+    // A hard-linked file is refused: the rename would replace one name and leave the others
+    // with the old content.
     fs::hard_link(&file, base.join("w/hard")).unwrap();
-    write(&r, &file, "newer").unwrap();
+    refused(write(&r, &file, "newer"), "2 hard links");
     assert_eq!(fs::read_to_string(base.join("w/hard")).unwrap(), "new");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+}
+
+fn refused(result: Result<(), FsError>, says: &str) {
+    match result {
+        Err(FsError::Refused(why)) => assert!(why.contains(says), "{why}"),
+        other => panic!("expected a refusal saying {says:?}, got {other:?}"),
+    }
 }
 
 #[test]
@@ -290,7 +345,7 @@ proptest! {
             }
             let text = path.to_str().unwrap();
             if let Ok(target) = confine(&r, text, false) {
-                let resolved = target.components.iter().fold(target.root.clone(), |p, c| p.join(c));
+                let Ok(resolved) = resolved(&target) else { continue };
                 prop_assert!(resolved.starts_with(&root), "{text} resolved to {resolved:?}");
                 if let Ok(real) = fs::canonicalize(&path) {
                     prop_assert!(real.starts_with(&root), "{text} is really {real:?}");

@@ -282,6 +282,108 @@ fn optional_u32(params: &Value, key: &str) -> Result<Option<u32>, HostError> {
     }
 }
 
+/// The keys host requests read; one given twice makes the request ambiguous (parsers
+/// disagree on which value wins), so it is refused, as duplicate keys the client reads are in
+/// every other message (docs/reliability.md).
+const READ_KEYS: [&str; 11] = [
+    "sessionId",
+    "path",
+    "line",
+    "limit",
+    "content",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "outputByteLimit",
+    "terminalId",
+];
+
+/// A JSON object's members in order, values left unparsed.
+struct Members;
+
+impl<'de> serde::de::Visitor<'de> for Members {
+    type Value = Vec<(String, &'de serde_json::value::RawValue)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members = Vec::new();
+        while let Some(member) = map.next_entry()? {
+            members.push(member);
+        }
+        Ok(members)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    params: Option<&'a serde_json::value::RawValue>,
+}
+
+/// Why a member's value could not be read: a lone surrogate escape is named as such.
+fn unreadable(raw: &str, error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let surrogate = raw.as_bytes().windows(6).any(|w| {
+        w[0] == b'\\'
+            && w[1] == b'u'
+            && std::str::from_utf8(&w[2..])
+                .ok()
+                .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+                .is_some_and(|unit| (0xD800..=0xDFFF).contains(&unit))
+    });
+    if surrogate || text.contains("surrogate") {
+        "not valid Unicode: a \\uD800-\\uDFFF escape without its pair (a lone surrogate) cannot name a file or be written to one".into()
+    } else {
+        let at = text
+            .rfind(" at line ")
+            .map_or(text.as_str(), |at| &text[..at]);
+        format!("not valid JSON here ({at})")
+    }
+}
+
+/// The params of a host request line, as a value of the members that could be read, and the
+/// first reason to refuse it: a key the request reads given twice, or a member whose value is
+/// not valid (a lone surrogate in a path).
+pub fn params_of(line: &str) -> (Option<Value>, Option<HostError>) {
+    use serde::Deserializer;
+    let raw = match serde_json::from_str::<Envelope<'_>>(line) {
+        Ok(Envelope { params: Some(raw) }) => raw,
+        _ => return (None, None),
+    };
+    let mut reader = serde_json::Deserializer::from_str(raw.get());
+    let Ok(members) = (&mut reader).deserialize_map(Members) else {
+        // Not an object (or keys that cannot be read): as a value, or absent.
+        return (serde_json::from_str(raw.get()).ok(), None);
+    };
+    let mut object = serde_json::Map::new();
+    let mut refused = None;
+    for (key, raw) in members {
+        if object.contains_key(&key) && READ_KEYS.contains(&key.as_str()) {
+            refused.get_or_insert_with(|| {
+                HostError::invalid(
+                    &format!("$.{key}"),
+                    "given more than once (an ambiguous request is refused)",
+                )
+            });
+        }
+        match serde_json::from_str::<Value>(raw.get()) {
+            Ok(value) => {
+                object.insert(key, value);
+            }
+            Err(error) => {
+                refused.get_or_insert_with(|| {
+                    HostError::invalid(&format!("$.{key}"), &unreadable(raw.get(), &error))
+                });
+            }
+        }
+    }
+    (Some(Value::Object(object)), refused)
+}
+
 /// `sessionId` of a request's params, when it is a string (for the activity of a refusal).
 pub fn session_of(params: Option<&Value>) -> String {
     params
@@ -515,6 +617,33 @@ mod tests {
                 limit: None
             }
         );
+    }
+
+    #[test]
+    fn duplicate_read_keys_and_lone_surrogates_are_named() {
+        let line = |params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{params}}}"#)
+        };
+        let (_, refused) = params_of(&line(
+            r#"{"sessionId":"s","path":"/w/a","path":"/etc/shadow"}"#,
+        ));
+        assert_eq!(
+            refused.unwrap().reason,
+            "invalid params: $.path: given more than once (an ambiguous request is refused)"
+        );
+        let (value, refused) = params_of(&line(r#"{"sessionId":"s","path":"/w/\ud800"}"#));
+        let reason = refused.unwrap().reason;
+        assert!(
+            reason.starts_with("invalid params: $.path: not valid Unicode"),
+            "{reason}"
+        );
+        // The activity still names the session.
+        assert_eq!(session_of(value.as_ref()), "s");
+        // A key the request does not read may repeat (as `_meta` elsewhere).
+        let (value, refused) = params_of(&line(r#"{"sessionId":"s","path":"/w/a","x":1,"x":2}"#));
+        assert!(refused.is_none());
+        assert_eq!(value.unwrap()["path"], "/w/a");
+        assert!(params_of(&line("[1]")).1.is_none());
     }
 
     #[test]

@@ -37,12 +37,12 @@ impl Core {
         raw_id: &str,
         line: &'a str,
     ) -> Event<'a> {
-        let value: Option<Value> = serde_json::from_str::<Value>(line)
-            .ok()
-            .and_then(|mut v| v.get_mut("params").map(Value::take));
+        let (value, unreadable) = host::params_of(line);
         let session_id = host::session_of(value.as_ref());
         let op = if !HostCapabilities::advertises(self.config.capabilities.as_ref(), method) {
             Err(HostError::method_not_found(method))
+        } else if let Some(refused) = unreadable {
+            Err(refused)
         } else {
             host::decode(method, value.as_ref()).and_then(|op| {
                 if self.session(&session_id).is_none() {
@@ -189,6 +189,13 @@ impl Connection {
     /// Queues an answered host request's line.
     pub fn send_host(&mut self, answer: HostAnswer) {
         self.core.outbox.push_back(answer.bytes);
+    }
+
+    /// Milliseconds from the driver's last look at the clock to the earliest call deadline
+    /// (a host operation that may take long ends by then, so the timeout fires on time).
+    pub fn time_left(&self) -> Option<u64> {
+        self.poll_timeout()
+            .map(|deadline| deadline.saturating_sub(self.core.now_ms))
     }
 
     /// The agent's raw JSON id of a host request still being served.

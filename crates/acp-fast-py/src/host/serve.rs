@@ -1,0 +1,638 @@
+//! Host requests served for the agent (design/host.md §2–4): each session's roots held open,
+//! files through `acp_os::fs`, terminals through `acp_os::terminal`, then `on_activity`, then
+//! the answer. A `wait_for_exit` on a running terminal, or a long read (`reads.rs`), is
+//! answered later by `answer_waits`.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+
+use acp_os::fs::{self, Roots};
+use acp_os::terminal::{Spawn, Terminals};
+use acp_proto::error::AcpError;
+use acp_proto::host::{ClientMethod, HostCapabilities, HostError, HostOk, HostOp};
+use acp_proto::{Connection, HostId};
+
+use super::reads::{answer_reads, ReadSlot, INLINE_SCAN};
+use crate::client::CoreClient;
+use crate::driver::Driven;
+use crate::errors::CallError;
+
+/// The client's capability config as the facade passes it: None, or (read, write, terminal,
+/// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
+/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
+type ConfigTuple = (
+    bool,
+    bool,
+    bool,
+    Vec<String>,
+    bool,
+    u64,
+    bool,
+    Option<String>,
+    usize,
+    Vec<String>,
+);
+
+fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
+    options.getattr("capabilities")?.extract()
+}
+
+/// What `initialize` advertises (`None`: `{}`, wave 1).
+pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabilities>> {
+    Ok(
+        config_tuple(options)?.map(|(read, write, terminal, ..)| HostCapabilities {
+            read_text_file: read,
+            write_text_file: write,
+            terminal,
+        }),
+    )
+}
+
+/// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
+/// kill them from any thread, and drop them, so their descriptors close with the client; and
+/// the flag that gives up a file read in progress (`closing`).
+#[derive(Clone, Default)]
+pub(crate) struct KillSwitch {
+    slot: Arc<Mutex<(bool, Option<Arc<Terminals>>)>>,
+    closing: Arc<AtomicBool>,
+    /// Per open session: its roots, held open (descriptors); `close()` drops them all, so no
+    /// descriptor outlives it (a request in progress keeps its own reference until it ends).
+    roots: Arc<Mutex<HashMap<String, Arc<Roots>>>>,
+    /// The threads finishing long reads: `close()` stops and joins them, so none outlives it.
+    pub(super) readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+impl KillSwitch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, Option<Arc<Terminals>>)> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn kill_all(&self) {
+        self.closing.store(true, Ordering::Relaxed); // a read in progress ends at its next chunk
+        let roots = std::mem::take(&mut *self.roots.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(roots);
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|e| e.into_inner()));
+        for reader in readers {
+            let _ = reader.join(); // each ends at its next 64 KiB chunk
+        }
+        let taken = {
+            let mut slot = self.lock();
+            slot.0 = true; // no terminal is started after this
+            slot.1.take()
+        };
+        if let Some(terminals) = taken {
+            terminals.close(); // kills, reaps, joins the drain thread; the drop closes the fds
+        }
+    }
+
+    /// A session's roots (none: an unknown or closed session, whose requests are refused).
+    fn roots(&self, session_id: &str) -> Arc<Roots> {
+        let map = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(session_id).cloned().unwrap_or_default()
+    }
+
+    fn set_roots(&self, session_id: String, roots: Option<Roots>) {
+        let mut map = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        match roots {
+            Some(roots) if !self.closing.load(Ordering::Relaxed) => {
+                map.insert(session_id, Arc::new(roots));
+            }
+            _ => {
+                map.remove(&session_id);
+            }
+        }
+    }
+
+    fn get(&self) -> Option<Arc<Terminals>> {
+        self.lock().1.clone()
+    }
+
+    fn get_or_start(
+        &self,
+        notifier: Option<&Arc<acp_os::io::Notifier>>,
+    ) -> std::io::Result<Arc<Terminals>> {
+        let mut slot = self.lock();
+        if slot.0 {
+            return Err(std::io::Error::other("the client is closed"));
+        }
+        if let Some(terminals) = &slot.1 {
+            return Ok(Arc::clone(terminals));
+        }
+        let made = Terminals::new()?;
+        if let Some(notifier) = notifier {
+            made.set_notifier(Arc::clone(notifier));
+        }
+        slot.1 = Some(Arc::clone(&made));
+        Ok(made)
+    }
+}
+
+/// The OS side of host requests: the settings, each session's roots, the terminals and the
+/// `terminal/wait_for_exit` requests waiting for an exit.
+#[derive(Default)]
+pub(crate) struct Host {
+    /// The config's additional directories: (as given, realpath taken at construction).
+    additional_directories: Vec<(String, String)>,
+    allow_any_path: bool,
+    /// Live (unreleased) terminals one session may have (`max_terminals`).
+    max_terminals: usize,
+    read_missing_as_empty: bool,
+    terminal_output_bytes: u64,
+    /// The opt-in shell for a `terminal/create` without `args` (None: no shell, host.md §3).
+    terminal_shell: Option<String>,
+    /// The terminals' base environment: the client's `env`, else the host's at construction.
+    env: Vec<(OsString, OsString)>,
+    pub(super) terminals: KillSwitch,
+    waits: Vec<(HostId, String)>,
+    /// Reads going on in threads of their own, and the flag they set when one is done.
+    pub(super) reads: Vec<(HostId, ReadSlot)>,
+    pub(super) reads_done: Arc<AtomicBool>,
+    /// Wakes the client's driver when a terminal exits.
+    pub(super) notifier: Option<Arc<acp_os::io::Notifier>>,
+}
+
+/// What running a request gave: an answer now (and the activity's path, for a terminal's
+/// effective cwd), or a wait for a terminal's exit.
+enum Ran {
+    Answer(Result<HostOk, HostError>, Option<String>),
+    Wait(String),
+    /// A read that examined `INLINE_SCAN` bytes without finishing: it goes on in a thread of
+    /// its own (within its bound), so the driver (an event loop) is not held by it.
+    Reading(Box<fs::Reading>, fs::ReadBound, String),
+}
+
+fn unknown_terminal(id: &str) -> HostError {
+    HostError::refused("unknown terminal", "terminalId", id)
+}
+
+impl Host {
+    pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
+        let Some((
+            _,
+            _,
+            _,
+            additional,
+            allow_any,
+            output_bytes,
+            missing_as_empty,
+            shell,
+            max_terminals,
+            given,
+        )) = config_tuple(options)?
+        else {
+            return Ok(Host::default());
+        };
+        // The given forms pair with the realpaths; a facade without them gives the realpaths.
+        let given = if given.len() == additional.len() {
+            given
+        } else {
+            additional.clone()
+        };
+        let additional = given.into_iter().zip(additional).collect();
+        let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
+        let env = match env {
+            Some(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            None => std::env::vars_os().collect(),
+        };
+        Ok(Host {
+            additional_directories: additional,
+            allow_any_path: allow_any,
+            max_terminals,
+            read_missing_as_empty: missing_as_empty,
+            terminal_output_bytes: output_bytes,
+            terminal_shell: shell,
+            env,
+            terminals: KillSwitch::default(),
+            waits: Vec::new(),
+            reads: Vec::new(),
+            reads_done: Arc::default(),
+            notifier: None,
+        })
+    }
+
+    /// Whether the client serves files and terminals (`capabilities=` given).
+    pub(crate) fn configured(&self) -> bool {
+        self.terminal_output_bytes > 0
+    }
+
+    /// A terminal's exit wakes the driver through this (the client's waker).
+    pub(crate) fn set_notifier(&mut self, notifier: Option<acp_os::io::Notifier>) {
+        self.notifier = notifier.map(Arc::new);
+    }
+
+    pub(crate) fn kill_switch(&self) -> KillSwitch {
+        self.terminals.clone()
+    }
+
+    fn terminals(&self) -> std::io::Result<Arc<Terminals>> {
+        self.terminals.get_or_start(self.notifier.as_ref())
+    }
+
+    /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
+    #[inline]
+    pub(crate) fn exits_pending(&self) -> bool {
+        (!self.reads.is_empty() && self.reads_done.swap(false, Ordering::SeqCst))
+            || (!self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits()))
+    }
+
+    /// A read's bound: the answer's bytes, the default scan bounds, the earliest call
+    /// deadline (`time_left`, ms) when it comes first, and the client's closing flag.
+    fn read_bound(&self, request_bytes: usize, time_left: Option<u64>) -> fs::ReadBound {
+        let mut bound = fs::ReadBound::new(request_bytes);
+        if let Some(ms) = time_left {
+            let deadline = Instant::now() + Duration::from_millis(ms);
+            if bound.deadline.is_none_or(|(own, _)| deadline < own) {
+                bound.deadline = Some((
+                    deadline,
+                    "a call's timeout passed (answering it waits for the read)",
+                ));
+            }
+        }
+        bound.stop = Some(Arc::clone(&self.terminals.closing));
+        bound
+    }
+
+    /// Runs a checked request (no GIL needed): confinement, then the operation.
+    fn run(
+        &self,
+        session_id: &str,
+        op: HostOp,
+        request_bytes: usize,
+        time_left: Option<u64>,
+    ) -> Ran {
+        let roots = self.terminals.roots(session_id);
+        let roots = &*roots;
+        let answer = |result| Ran::Answer(result, None);
+        match op {
+            HostOp::Read { path, line, limit } => {
+                let bound = self.read_bound(request_bytes, time_left);
+                let reading = fs::confine(roots, &path, self.allow_any_path).and_then(|target| {
+                    fs::open_read(&target, line, limit, self.read_missing_as_empty)
+                });
+                match reading {
+                    Err(error) => answer(Err(error.host_error(&path))),
+                    Ok(mut reading) => match reading.run(&bound, INLINE_SCAN) {
+                        Some(done) => {
+                            answer(done.map(HostOk::Content).map_err(|e| e.host_error(&path)))
+                        }
+                        None => Ran::Reading(Box::new(reading), bound, path),
+                    },
+                }
+            }
+            HostOp::Write { path, content } => answer(
+                fs::confine(roots, &path, self.allow_any_path)
+                    .and_then(|target| fs::write_text_file(&target, &content))
+                    .map(|()| HostOk::Empty)
+                    .map_err(|e| e.host_error(&path)),
+            ),
+            HostOp::TerminalCreate {
+                command,
+                args,
+                env,
+                cwd,
+                output_byte_limit,
+            } => {
+                let cwd = cwd.unwrap_or_else(|| {
+                    roots
+                        .cwd()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                });
+                let result = self.create(
+                    session_id,
+                    roots,
+                    &cwd,
+                    command,
+                    args,
+                    env,
+                    output_byte_limit,
+                );
+                Ran::Answer(result, Some(cwd))
+            }
+            HostOp::Terminal { terminal_id } => answer(Err(unknown_terminal(&terminal_id))),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        session_id: &str,
+        roots: &Roots,
+        cwd: &str,
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        output_byte_limit: Option<u64>,
+    ) -> Result<HostOk, HostError> {
+        let target = fs::confine(roots, cwd, self.allow_any_path).map_err(|e| e.host_error(cwd))?;
+        let dir = fs::open_dir(&target).map_err(|e| e.host_error(cwd))?;
+        let mut full = self.env.clone();
+        for (name, value) in env {
+            let name = OsString::from(name);
+            full.retain(|(k, _)| *k != name);
+            full.push((name, OsString::from(value)));
+        }
+        let limit = output_byte_limit
+            .unwrap_or(self.terminal_output_bytes)
+            .min(self.terminal_output_bytes);
+        // A whole shell line (no `args`) runs through the shell only when the host opted in.
+        let line = args.is_empty() && looks_like_shell_line(&command);
+        let (command, args) = match &self.terminal_shell {
+            Some(shell) if args.is_empty() => (shell.clone(), vec!["-c".to_owned(), command]),
+            _ => (command, args),
+        };
+        let terminals = self
+            .terminals()
+            .map_err(|e| HostError::failed(-32603, &fs::strerror(&e), None))?;
+        let live = terminals.live(session_id);
+        if live >= self.max_terminals {
+            return Err(HostError::failed(
+                -32603,
+                &format!(
+                    "too many terminals: this session has {live}, the host's cap (ClientCapabilityConfig.max_terminals is {}); release one with terminal/release to free a slot",
+                    self.max_terminals
+                ),
+                None,
+            ));
+        }
+        let spawn = Spawn {
+            command,
+            args,
+            env: full,
+            cwd: dir,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        };
+        let no_shell = line && self.terminal_shell.is_none();
+        terminals
+            .create(session_id, spawn)
+            .map(HostOk::TerminalCreated)
+            .map_err(|e| {
+                let mut message = fs::strerror(&e);
+                if no_shell {
+                    message.push_str(NO_SHELL_HINT);
+                }
+                HostError::failed(-32603, &message, None)
+            })
+    }
+
+    /// `terminal/output|wait_for_exit|kill|release` (quick: no GIL release needed).
+    fn terminal(&self, method: ClientMethod, session_id: &str, id: &str) -> Ran {
+        let Some(terminals) = self.terminals.get() else {
+            return Ran::Answer(Err(unknown_terminal(id)), None);
+        };
+        let result = match method {
+            ClientMethod::TerminalOutput => {
+                terminals
+                    .output(id, session_id)
+                    .map(|(bytes, truncated, exit)| HostOk::Output {
+                        output: String::from_utf8_lossy(&bytes).into_owned(),
+                        truncated,
+                        exit,
+                    })
+            }
+            ClientMethod::TerminalWaitForExit => match terminals.exit_status(id, session_id) {
+                Some(Some(status)) => Some(HostOk::Exit(status)),
+                Some(None) => return Ran::Wait(id.to_owned()),
+                None => None,
+            },
+            ClientMethod::TerminalKill => terminals.kill(id, session_id).then_some(HostOk::Empty),
+            _ => terminals.release(id, session_id).then_some(HostOk::Empty),
+        };
+        Ran::Answer(result.ok_or_else(|| unknown_terminal(id)), None)
+    }
+}
+
+/// Appended to a failed spawn's message when the command looks like a shell line.
+const NO_SHELL_HINT: &str = " (the command was run without a shell; to run whole shell lines, \
+    set ClientCapabilityConfig(terminal_shell=\"/bin/sh\") or acp-fast run --terminal-shell /bin/sh)";
+
+/// A `command` with whitespace or shell syntax in it: meant for a shell, not a program name.
+fn looks_like_shell_line(command: &str) -> bool {
+    command
+        .chars()
+        .any(|c| c.is_whitespace() || "|&;<>()$`\\\"'*?[]#~{}".contains(c))
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.terminals.kill_all(); // garbage collection of the client
+    }
+}
+
+/// A host request as the driver hands it over: its id, session and checked operation.
+pub(crate) type HostRequest = (HostId, ClientMethod, String, Result<HostOp, HostError>);
+
+/// Why serving a host request stopped the call.
+pub(crate) enum HostFailure {
+    /// `on_activity` raised: the client stops, the answer is not written.
+    Activity(PyErr),
+    Call(CallError),
+}
+
+impl From<AcpError> for HostFailure {
+    fn from(error: AcpError) -> Self {
+        HostFailure::Call(error.into())
+    }
+}
+
+/// One host request: the operation without the GIL, the answer and its activity, then
+/// `on_activity`, then the answer is queued (design/host.md §4). A `wait_for_exit` on a
+/// running terminal waits in `Host::waits` and is answered by `answer_waits`.
+pub(crate) fn serve(
+    py: Python<'_>,
+    driven: &mut Driven,
+    request: HostRequest,
+) -> Result<(), HostFailure> {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    serve_with(py, &mut driven.conn, &mut driven.host, on_activity, request)
+}
+
+/// `serve` for any driver: the connection, the host state and `on_activity`.
+pub(crate) fn serve_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+    request: HostRequest,
+) -> Result<(), HostFailure> {
+    let (host, method, session_id, op) = request;
+    let request_bytes = conn.config().limits.request_bytes;
+    let time_left = conn.time_left();
+    let ran = match op {
+        Err(refused) => Ran::Answer(Err(refused), None),
+        Ok(HostOp::Terminal { terminal_id }) => state.terminal(method, &session_id, &terminal_id),
+        Ok(op) => {
+            let shared = &*state;
+            py.detach(|| shared.run(&session_id, op, request_bytes, time_left))
+        }
+    };
+    match ran {
+        Ran::Wait(terminal_id) => {
+            state.waits.push((host, terminal_id));
+            Ok(())
+        }
+        Ran::Reading(reading, bound, path) => {
+            let shown = path.clone();
+            match state.read_elsewhere(host, reading, bound, path) {
+                Ok(()) => Ok(()),
+                Err(error) => {
+                    let message = format!(
+                        "the host could not start a thread to finish the read ({})",
+                        fs::strerror(&error)
+                    );
+                    let failed = Err(HostError::failed(-32603, &message, Some(&shown)));
+                    answer(py, conn, on_activity, host, failed, None)
+                }
+            }
+        }
+        Ran::Answer(result, path) => {
+            let result = fit_output(conn, host, result, request_bytes);
+            answer(py, conn, on_activity, host, result, path)
+        }
+    }
+}
+
+/// Terminal output cut further from the front (on a character boundary, `truncated` set)
+/// until its answer fits `request_bytes`.
+fn fit_output(
+    conn: &Connection,
+    host: HostId,
+    mut result: Result<HostOk, HostError>,
+    request_bytes: usize,
+) -> Result<HostOk, HostError> {
+    if !matches!(result, Ok(HostOk::Output { .. })) {
+        return result; // only terminal output is cut; other answers are checked by the connection
+    }
+    let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
+    for _ in 0..8 {
+        let size = acp_proto::host::answer(&raw_id, &result).len();
+        let Ok(HostOk::Output {
+            output, truncated, ..
+        }) = &mut result
+        else {
+            break;
+        };
+        if size <= request_bytes || output.is_empty() {
+            break;
+        }
+        let mut cut = (size - request_bytes).min(output.len());
+        while !output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        output.drain(..cut);
+        *truncated = true;
+    }
+    result
+}
+
+pub(super) fn answer(
+    py: Python<'_>,
+    conn: &mut Connection,
+    on_activity: Option<&Py<PyAny>>,
+    host: HostId,
+    result: Result<HostOk, HostError>,
+    path: Option<String>,
+) -> Result<(), HostFailure> {
+    let answer = conn.answer_host(host, result, path)?;
+    if let Some(callback) = on_activity {
+        let a = &answer.activity;
+        let record = (
+            a.method,
+            a.allowed,
+            a.path.as_deref(),
+            a.command.as_deref(),
+            a.terminal_id.as_deref(),
+            a.reason.as_deref(),
+            a.session_id.as_str(),
+            a.error_code,
+        );
+        if let Err(error) = callback.bind(py).call1((record,)) {
+            return Err(HostFailure::Activity(error)); // dropping `answer` writes nothing
+        }
+    }
+    conn.send_host(answer);
+    Ok(())
+}
+
+/// Answers every `wait_for_exit` whose terminal has exited; drops those already answered
+/// (`$/cancel_request`).
+pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), HostFailure> {
+    let on_activity = driven.callbacks.on_activity.as_ref();
+    answer_waits_with(py, &mut driven.conn, &mut driven.host, on_activity)
+}
+
+/// `answer_waits` for any driver.
+pub(crate) fn answer_waits_with(
+    py: Python<'_>,
+    conn: &mut Connection,
+    state: &mut Host,
+    on_activity: Option<&Py<PyAny>>,
+) -> Result<(), HostFailure> {
+    answer_reads(py, conn, state, on_activity)?;
+    let Some(terminals) = state.terminals.get() else {
+        return Ok(());
+    };
+    let waits = std::mem::take(&mut state.waits);
+    let mut left = Vec::new();
+    let mut failure = None;
+    for (host, terminal_id) in waits {
+        if failure.is_some() || conn.host_raw_id(host).is_none() {
+            if failure.is_some() {
+                left.push((host, terminal_id));
+            }
+            continue;
+        }
+        match terminals.exit_of(&terminal_id) {
+            Some(status) => {
+                let exited = Ok(HostOk::Exit(status));
+                if let Err(error) = answer(py, conn, on_activity, host, exited, None) {
+                    failure = Some(error);
+                }
+            }
+            None => left.push((host, terminal_id)),
+        }
+    }
+    state.waits.extend(left);
+    failure.map_or(Ok(()), Err)
+}
+
+#[pymethods]
+impl CoreClient {
+    /// Sets a session's roots (design/host.md §2): its cwd, the config's and its own
+    /// additional directories, each kept as given and as its realpath, taken now.
+    fn host_roots(
+        &self,
+        py: Python<'_>,
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+    ) -> PyResult<()> {
+        let driven = self.enter(py)?;
+        let mut all = vec![(cwd.clone(), cwd)];
+        all.extend(driven.host.additional_directories.iter().cloned());
+        all.extend(directories.into_iter().map(|d| (d.clone(), d)));
+        // Opened now, without the GIL (a directory on a slow mount must not stall Python).
+        let roots = py.detach(|| Roots::with_forms(all));
+        driven.host.terminals.set_roots(session_id, Some(roots));
+        Ok(())
+    }
+
+    /// Forgets a closed session's roots (their descriptors close) and releases its terminals;
+    /// needs no call lock, so it works while another session's call runs.
+    fn host_forget(&self, py: Python<'_>, session_id: String) {
+        py.detach(|| {
+            self.host_kill.set_roots(session_id.clone(), None);
+            if let Some(terminals) = self.host_kill.get() {
+                terminals.release_session(&session_id);
+            }
+        });
+    }
+}
