@@ -204,6 +204,39 @@ def test_an_observer_may_implement_any_subset(clients: list[acp.Client], tmp_pat
     ]
 
 
+def test_the_preview_decodes_like_the_committed_request(
+    clients: list[acp.Client], tmp_path: Path
+) -> None:
+    """model.md §4: `PermissionRequest.decode()` works on the preview given to
+    `on_permission` (its `envelope` is "" until the decision), as on the committed record."""
+    script = agent(None, emit(permission_line(title="edit a.py"), stop_line(2)))
+    decoded: dict[str, Any] = {}
+
+    class Decodes:
+        def on_permission(self, request: acp.PermissionRequest) -> None:
+            assert request.envelope == ""
+            decoded["preview"] = request.decode()
+
+        def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+            decoded["committed"] = request.decode()
+
+    client = sh_client(script, observer=Decodes())
+    clients.append(client)
+    client.start()
+    client.prompt("x")
+    preview, committed = decoded["preview"], decoded["committed"]
+    assert isinstance(preview, model.RequestPermissionRequest)
+    assert preview == committed
+    assert preview.tool_call.title == "edit a.py"
+    with pytest.raises(ValueError, match="no request line"):
+        client_request_stub().decode()
+
+
+def client_request_stub() -> acp.PermissionRequest:
+    """A record made by hand: no line to decode."""
+    return acp.PermissionRequest("s", "t", "title", "edit", "pending", "pending", "", "", (), "", 1)
+
+
 @pytest.mark.parametrize("line", [chunk_line("a"), permission_line()], ids=["update", "permission"])
 def test_durable_keeps_the_audit_rule(clients: list[acp.Client], line: str) -> None:
     client = sh_client(agent(None, emit(line, stop_line(2))), durable=True)

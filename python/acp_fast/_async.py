@@ -688,9 +688,10 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._bind()
         core = self._live
         session_id = session.session_id
-        with _telemetry.turn(self, session_id, blocks) as record:
+        scope = _telemetry.turn(self, session_id, blocks)
+        with scope as record:
             begun = core.aio_begin_prompt(
-                session_id, content_tuples(blocks, content_tuple), timeout, gated
+                session_id, content_tuples(blocks, content_tuple), timeout, gated, scope.meta()
             )
             if interrupt == "cancel":
                 # The core's cancel wakes the loop through the client's waker.

@@ -731,12 +731,14 @@ class Client(_ClientBase[Session]):
         tuples = content_tuples(blocks, content_tuple)
         core = self._live
         session_id = session.session_id
-        with _telemetry.turn(self, session_id, blocks) as record:
+        scope = _telemetry.turn(self, session_id, blocks)
+        with scope as record:
+            meta = scope.meta()  # the turn's trace context, when telemetry is on
             if interrupt == "cancel":
                 with _interrupt.cancelling(lambda: core.cancel(session_id)):
-                    status, payload = core.prompt(session_id, tuples, timeout, gated)
+                    status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
             else:
-                status, payload = core.prompt(session_id, tuples, timeout, gated)
+                status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
             return record(self._turn_result(session_id, status, payload, timeout, typed))
 
     def close(self, *, grace: float = 0.0) -> None:

@@ -530,13 +530,15 @@ class PermissionRequest:
     reason: str = ""
 
     def decode(self, *, strict: bool = True) -> Any:
-        """The committed request's envelope as `acp_fast.model.RequestPermissionRequest` (the
-        preview handed to ``on_permission`` has no envelope to decode)."""
+        """The request's params as `acp_fast.model.RequestPermissionRequest`: from the
+        committed record's envelope, or, on the preview handed to ``on_permission`` (whose
+        ``envelope`` is ""), from the line the core keeps on it."""
         from . import model
 
-        if not self.envelope:
-            raise ValueError("this record has no envelope (a preview): decode the committed one")
-        return model.decode_permission_request(self.envelope, strict=strict)
+        line = self.envelope or self.__dict__.get("_line", "")
+        if not line:
+            raise ValueError("this record has no request line to decode (it was made by hand)")
+        return model.decode_permission_request(line, strict=strict)
 
 
 # --- results --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import acp_fast as acp
 import pytest
@@ -214,3 +215,54 @@ def test_turns_nest_under_the_callers_span_and_the_observers_spans_under_the_tur
     work = [s for s in otel.spans() if s.name == "observer work"]
     assert len(work) == 2
     assert {w.parent.span_id for w in work if w.parent} == {t.context.span_id for t in turns}
+
+
+class Sent:
+    """Keeps every line the client sends (the telemetry wrapper passes ``on_sent`` through)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_sent(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def _prompt_meta(lines: list[str]) -> list[Any]:
+    return [
+        json.loads(line)["params"].get("_meta")
+        for line in lines
+        if '"session/prompt"' in line and json.loads(line).get("method") == "session/prompt"
+    ]
+
+
+def test_the_turns_trace_context_reaches_the_agent_in_meta(otel: Otel) -> None:
+    """fleet.md §2: `traceparent` in `params._meta` of `session/prompt`, naming the turn's
+    span, on both drivers; with telemetry off, no `_meta` at all."""
+    sent = Sent()
+    with demo_client(observer=sent) as client:
+        client.start()
+        client.prompt("hello")
+    blocking_turn = otel.span("invoke_agent")
+
+    sent_async = Sent()
+
+    async def main() -> None:
+        async with acp.AsyncClient(sys.executable, args=DEMO, **options(observer=sent_async)) as c:
+            await c.start()
+            await c.prompt("hello")
+
+    asyncio.run(main())
+    (meta,) = _prompt_meta(sent.lines)
+    version, trace_id, span_id, flags = meta["traceparent"].split("-")
+    assert version == "00" and int(flags, 16) & 1  # sampled
+    assert int(trace_id, 16) == blocking_turn.context.trace_id
+    assert int(span_id, 16) == blocking_turn.context.span_id
+    (meta_async,) = _prompt_meta(sent_async.lines)
+    assert set(meta_async) == {"traceparent"}
+
+    acp.telemetry.uninstrument()
+    quiet = Sent()
+    with demo_client(observer=quiet) as client:
+        client.start()
+        client.prompt("hello")
+    assert _prompt_meta(quiet.lines) == [None]

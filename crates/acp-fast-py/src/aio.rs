@@ -651,7 +651,7 @@ impl CoreClient {
         self.begin(py, Prepared(Owned::CloseSession(session_id)))
     }
 
-    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true))]
+    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
     fn aio_begin_prompt(
         &self,
         py: Python<'_>,
@@ -659,8 +659,9 @@ impl CoreClient {
         blocks: &Bound<'_, PyList>,
         timeout: Option<f64>,
         gated: bool,
+        meta: Vec<(String, String)>,
     ) -> PyResult<i64> {
-        let call = Prepared::prompt(py, session_id, blocks, timeout, gated)?;
+        let call = Prepared::prompt(py, session_id, blocks, timeout, gated, meta)?;
         self.begin(py, call)
     }
 }

@@ -146,7 +146,7 @@ impl CoreClient {
     }
 
     /// One turn of content-block tuples on `session_id`.
-    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true))]
+    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
     fn prompt(
         &self,
         py: Python<'_>,
@@ -154,8 +154,9 @@ impl CoreClient {
         blocks: &Bound<'_, PyList>,
         timeout: Option<f64>,
         gated: bool,
+        meta: Vec<(String, String)>,
     ) -> PyResult<TurnTuple> {
-        let call = Prepared::prompt(py, session_id, blocks, timeout, gated)?;
+        let call = Prepared::prompt(py, session_id, blocks, timeout, gated, meta)?;
         match self.blocking(py, &call) {
             Ok(value) => {
                 let (status, turn): (String, Py<PyAny>) = value.extract(py)?;

@@ -397,6 +397,9 @@ impl<'py, 'c> Run<'py, 'c> {
         };
         let session = self.session_object(&preview.session_id).into_bound(self.py);
         let record = crate::records::permission_request(self.py, &preview, Some(session))?;
+        if let Some(line) = driven.conn.ask_line(ask) {
+            crate::records::set_preview_line(&record, line)?;
+        }
         let answer = callback.bind(self.py).call1((record,)).and_then(|answer| {
             if answer.is_none() {
                 return Ok(Asked::Reply(None));

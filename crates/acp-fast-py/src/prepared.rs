@@ -48,6 +48,7 @@ pub(crate) enum Owned {
         content: Vec<ContentBlock>,
         timeout_ms: Option<u64>,
         gated: bool,
+        meta: Vec<(String, String)>,
     },
 }
 
@@ -114,6 +115,7 @@ impl Prepared {
         blocks: &Bound<'_, PyList>,
         timeout: Option<f64>,
         gated: bool,
+        meta: Vec<(String, String)>,
     ) -> PyResult<Prepared> {
         let content = options::content(blocks)?;
         let timeout_ms =
@@ -123,6 +125,7 @@ impl Prepared {
             content,
             timeout_ms,
             gated,
+            meta,
         }))
     }
 
@@ -185,11 +188,13 @@ impl Prepared {
                 content,
                 timeout_ms,
                 gated,
+                meta,
             } => Request::Prompt {
                 session_id,
                 content,
                 timeout_ms: *timeout_ms,
                 gated: *gated,
+                meta,
             },
         };
         conn.request(request).map(Some)

@@ -111,6 +111,13 @@ pub(crate) fn permission_request<'py>(
     Ok(request)
 }
 
+/// The request's line on a preview (whose `envelope` stays "": the decision is not made), as
+/// the private `_line` that `PermissionRequest.decode()` reads (model.md §4).
+pub(crate) fn set_preview_line(record: &Bound<'_, PyAny>, line: &str) -> PyResult<()> {
+    let py = record.py();
+    set(record, intern!(py, "_line"), &text(py, line))
+}
+
 fn text<'py>(py: Python<'py>, value: &str) -> Bound<'py, PyAny> {
     PyString::new(py, value).into_any()
 }

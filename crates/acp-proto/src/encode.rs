@@ -382,7 +382,12 @@ fn write_mcp_servers(json: &mut Json, servers: &[McpServer]) {
     json.close(b']');
 }
 
-pub fn prompt(id: i64, session_id: &str, content: &[ContentBlock]) -> Vec<u8> {
+pub fn prompt(
+    id: i64,
+    session_id: &str,
+    content: &[ContentBlock],
+    meta: &[(String, String)],
+) -> Vec<u8> {
     let mut json = Json::message();
     json.field_raw("id", &id.to_string());
     json.field_str("method", "session/prompt");
@@ -391,6 +396,15 @@ pub fn prompt(id: i64, session_id: &str, content: &[ContentBlock]) -> Vec<u8> {
     json.field_str("sessionId", session_id);
     json.key("prompt");
     write_content(&mut json, content);
+    if !meta.is_empty() {
+        // Strings only, escaped as any other field: the host's trace context, never raw JSON.
+        json.key("_meta");
+        json.open_object();
+        for (key, value) in meta {
+            json.field_str(key, value);
+        }
+        json.close(b'}');
+    }
     json.close(b'}');
     json.finish_line()
 }
@@ -611,8 +625,20 @@ mod tests {
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/w\",\"mcpServers\":[]}}\n"
         );
         assert_eq!(
-            text(prompt(2, "s", &[ContentBlock::Text("a\"\n".into())])),
+            text(prompt(2, "s", &[ContentBlock::Text("a\"\n".into())], &[])),
             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"s\",\"prompt\":[{\"type\":\"text\",\"text\":\"a\\\"\\n\"}]}}\n"
+        );
+    }
+
+    #[test]
+    fn prompt_meta_is_an_object_of_escaped_strings() {
+        let meta = [
+            ("traceparent".to_owned(), "00-ab-cd-01".to_owned()),
+            ("tracestate".to_owned(), "k=\"v\"}".to_owned()),
+        ];
+        assert_eq!(
+            text(prompt(3, "s", &[], &meta)),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"s\",\"prompt\":[],\"_meta\":{\"traceparent\":\"00-ab-cd-01\",\"tracestate\":\"k=\\\"v\\\"}\"}}}\n"
         );
     }
 

@@ -171,6 +171,7 @@ fn prompt(conn: &mut Connection, session: &str, timeout_ms: Option<u64>) -> Call
         content: &content,
         timeout_ms,
         gated: true,
+        meta: &[],
     })
     .unwrap()
 }
@@ -494,6 +495,7 @@ fn replay(path: &std::path::Path) {
                         content: &content,
                         timeout_ms: None,
                         gated: false,
+                        meta: &[],
                     }),
                     Some("session/cancel") => {
                         conn.cancel(session);

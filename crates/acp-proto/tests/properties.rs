@@ -514,6 +514,7 @@ fn prompting() -> Connection {
         content: &content,
         timeout_ms: None,
         gated: true,
+        meta: &[],
     })
     .unwrap();
     conn

@@ -19,8 +19,8 @@ What a client records (GenAI semantic conventions, Development status):
 Message content (prompt, reply, tool arguments and results) is recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``. Agents the client spawns
 with an explicit ``env`` get the host's ``OTEL_*`` variables the caller did not set.
-``traceparent`` in ``params._meta`` of ``session/prompt`` is not sent yet: the core encodes the
-request and has no ``_meta`` for it (``ClientTelemetry.meta`` builds the carrier).
+The turn's ``traceparent``/``tracestate`` go in ``params._meta`` of ``session/prompt`` (ACP's
+meta-propagation convention; the core writes them as escaped strings).
 
 The per-update path is one call and two tests (a turn awaiting its first update, a tool call's
 update); the turn's update count is the core's, read once per turn; spans, attributes and
@@ -160,6 +160,10 @@ class _NoScope:
 
     def __exit__(self, *exc_info: object) -> None:
         return None
+
+    def meta(self) -> list[tuple[str, str]]:
+        """No trace context to send."""
+        return []
 
 
 def _identity(result: _T) -> _T:

@@ -591,6 +591,17 @@ class TurnScope:
             _log.exception("acp-fast telemetry: starting a turn's span failed")
         return self._done
 
+    def meta(self) -> list[tuple[str, str]]:
+        """The turn's ``traceparent``/``tracestate`` for ``params._meta`` of its
+        ``session/prompt`` (none when the turn's span could not be made)."""
+        if self._turn is None:
+            return []
+        try:
+            return [(str(key), str(value)) for key, value in self._record.meta(self._turn).items()]
+        except Exception:
+            _log.exception("acp-fast telemetry: injecting the trace context failed")
+            return []
+
     def _done(self, result: _T) -> _T:
         self._result = result
         return result

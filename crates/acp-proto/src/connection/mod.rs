@@ -139,6 +139,9 @@ pub enum Request<'a> {
         /// Timeout in ms from now; the prompt capability gate applies when `gated`.
         timeout_ms: Option<u64>,
         gated: bool,
+        /// `params._meta` as string pairs (e.g. `traceparent`, `tracestate`: ACP's
+        /// meta-propagation convention); empty: no `_meta`.
+        meta: &'a [(String, String)],
     },
     SetMode {
         session_id: &'a str,
@@ -439,6 +442,12 @@ impl Connection {
     /// demand: most hosts decide by policy and never look).
     pub fn preview(&self, ask: AskId) -> Option<PermissionRecord> {
         self.core.ask(ask).map(Ask::preview)
+    }
+
+    /// The exact line of a request not yet decided (the preview leaves its `envelope` empty:
+    /// `PermissionRequest.decode()` on the preview reads this instead, model.md §4).
+    pub fn ask_line(&self, ask: AskId) -> Option<&str> {
+        self.core.ask(ask).map(|a| a.record.envelope.as_str())
     }
 
     /// The session of a request not yet decided.

@@ -90,12 +90,13 @@ impl Core {
                 session_id,
                 content,
                 timeout_ms,
+                meta,
                 ..
             } => {
                 call.kind = CallKind::Prompt;
                 call.session = Some(session_id.to_owned());
                 call.deadline_ms = timeout_ms.map(|t| self.now_ms.saturating_add(t));
-                encode::prompt(id, session_id, content)
+                encode::prompt(id, session_id, content, meta)
             }
             Request::SetMode {
                 session_id,
