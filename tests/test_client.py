@@ -590,7 +590,11 @@ def test_the_records_the_core_builds_are_plain_dataclass_instances(
         )
         assert type(built) is acp.PermissionRequest
         assert built == made and hash(built) == hash(made) and repr(built) == repr(made)
-        assert vars(built) == vars(made) and list(vars(built)) == list(vars(made))
+        fields = dict(vars(built))
+        if built in observer.previews:
+            # The preview keeps the request's line privately, for decode() (model.md §4).
+            assert fields.pop("_line") == observer.commits[0].envelope
+        assert fields == vars(made) and list(fields) == list(vars(made))
         assert pickle.loads(pickle.dumps(built)) == built
         assert copy.deepcopy(built) == built
         assert dataclasses.replace(built, title="t").title == "t"

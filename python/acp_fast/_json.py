@@ -95,12 +95,20 @@ def prune(text: str, limit: int = MAX_DEPTH) -> str:
     return "".join(pieces)
 
 
+def _not_json(name: str) -> Any:
+    # Python's json reads NaN, Infinity and -Infinity; JSON (RFC 8259), the core's parser and
+    # the journal's reader do not. A line is JSON here only where it is JSON everywhere.
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(text: str | bytes, limit: int = MAX_DEPTH) -> Any:
-    """`json.loads` refusing a text nested deeper than `limit` (`TooDeep`)."""
+    """`json.loads` refusing a text nested deeper than `limit` (`TooDeep`) and the
+    non-standard constants NaN and Infinity (`ValueError`)."""
     check(text, limit)
-    return json.loads(text)
+    return json.loads(text, parse_constant=_not_json)
 
 
 def loads_lenient(text: str, limit: int = MAX_DEPTH) -> Any:
-    """`json.loads` of `text` with values nested deeper than `limit` read as ``null``."""
-    return json.loads(prune(text, limit))
+    """`json.loads` of `text` with values nested deeper than `limit` read as ``null`` (NaN
+    and Infinity refused with `ValueError`, as by `loads`)."""
+    return json.loads(prune(text, limit), parse_constant=_not_json)

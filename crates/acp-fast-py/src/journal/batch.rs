@@ -420,6 +420,9 @@ impl<S: Store> Core<S> {
             }
             let stored = shared.store_durably();
             lock(&shared.sink).store.close();
+            if let Some(syncs) = &shared.syncs {
+                syncs.release();
+            }
             stored
         });
         let failed = lock(&self.shared.sink).failed.clone();

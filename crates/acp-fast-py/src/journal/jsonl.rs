@@ -20,7 +20,8 @@ use super::sync::Fsync;
 use crate::update::Update;
 
 pub(crate) struct JsonlStore {
-    file: File,
+    /// None once closed: close() closes the descriptor (not the writer's collection).
+    file: Option<File>,
     /// Bytes of whole records in the file: a failed write is cut back to this.
     size: u64,
     sync: bool,
@@ -37,13 +38,12 @@ impl Store for JsonlStore {
     fn store(&mut self, batch: &mut Lines) -> Result<(), String> {
         batch.make_lines();
         let sync = self.sync;
-        let result = self.file.write_all(&batch.text).and_then(|()| {
-            if sync {
-                self.file.sync_data()
-            } else {
-                Ok(())
-            }
-        });
+        let Some(file) = self.file.as_mut() else {
+            return Err("the journal is closed".to_owned());
+        };
+        let result =
+            file.write_all(&batch.text)
+                .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
         match result {
             Ok(()) => {
                 self.size += batch.text.len() as u64;
@@ -52,7 +52,7 @@ impl Store for JsonlStore {
             }
             Err(error) => {
                 // No torn record and no gap: cut the partial write off.
-                let _ = self.file.set_len(self.size);
+                let _ = file.set_len(self.size);
                 Err(strerror(&error))
             }
         }
@@ -63,7 +63,14 @@ impl Store for JsonlStore {
     }
 
     fn sync_file(&self) -> Result<File, String> {
-        self.file.try_clone().map_err(|error| strerror(&error))
+        match &self.file {
+            Some(file) => file.try_clone().map_err(|error| strerror(&error)),
+            None => Err("the journal is closed".to_owned()),
+        }
+    }
+
+    fn close(&mut self) {
+        self.file = None;
     }
 }
 
@@ -113,7 +120,11 @@ impl JournalWriter {
             .map_err(|error| PyRuntimeError::new_err(format!("cannot duplicate fd: {error}")))?;
         // Only fsync "every" syncs in the store; "batch" syncs on a thread of its own.
         let sync = fsync == Fsync::Every;
-        let store = JsonlStore { file, size, sync };
+        let store = JsonlStore {
+            file: Some(file),
+            size,
+            sync,
+        };
         Ok(JournalWriter {
             core: Core::new(path, store, fsync, last_record, last_epoch)?,
             observer,

@@ -119,6 +119,12 @@ impl Syncs {
         lock(&self.state).stop = true;
         self.wake.notify_one();
     }
+
+    /// Lets go of the synced file once the journal is closed (after the last `now`): its
+    /// descriptor is closed by close(), not left to the writer's garbage collection.
+    pub fn release(&self) {
+        lock(&self.state).file = None;
+    }
 }
 
 #[cfg(test)]
