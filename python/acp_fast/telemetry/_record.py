@@ -76,7 +76,7 @@ def load() -> _Api | None:
                     stacklevel=4,
                 )
             return None
-        from .. import __version__
+        from .._core import __version__
 
         tracer_provider, meter_provider = _settings.providers
         tracer = trace.get_tracer("acp_fast", __version__, tracer_provider=tracer_provider)
