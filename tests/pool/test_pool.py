@@ -8,9 +8,11 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import acp_fast as acp
 import pytest
+from acp_fast.pool import _sync as pool_sync
 from conftest import is_dead, wait_dead, wait_for
 
 from tests.pool.kit import demo_pool, options, slow_args
@@ -360,3 +362,45 @@ def test_a_failed_task_is_never_reused() -> None:
             raise KeyError("the task failed")
         assert pid is not None and wait_dead(pid, 5.0)
         assert pool.stats().claimed == 0
+
+
+def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() landing between a start's spawn and its registration (here: the refill start a
+    waiting claim asks for): the client was not yet among those close() closes, and its start
+    (a hung handshake, no start_timeout) waited forever with the agent running."""
+    pool = acp.Pool(
+        sys.executable,
+        args=slow_args("--hang-at-init"),
+        client_options=options(),
+        min_idle=0,
+        max_idle=0,
+        claim_timeout=0.01,
+        start_timeout=None,
+    )
+    spawned: list[acp.Client] = []
+    pids: list[int | None] = []
+
+    def spawn_then_close(*args: Any, **kwargs: Any) -> acp.Client:
+        client = acp.Client(*args, **kwargs)
+        spawned.append(client)
+        pids.append(client.pid)
+        pool.close()
+        return client
+
+    monkeypatch.setattr(pool_sync, "Client", spawn_then_close)
+    failure: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            pool.claim()
+        except BaseException as error:
+            failure.append(error)
+
+    claimer = threading.Thread(target=claim, daemon=True)
+    claimer.start()
+    claimer.join(10)
+    assert not claimer.is_alive(), "the claim hung on a start close() never saw"
+    assert isinstance(failure[0], RuntimeError) and "closed" in str(failure[0])
+    assert spawned and all(client._live.closed for client in spawned)
+    for pid in pids:
+        assert pid is not None and wait_dead(pid, 5.0), f"agent {pid} outlived close()"

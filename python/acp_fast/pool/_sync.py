@@ -260,7 +260,12 @@ class Pool:
         o = self._options
         client = Client(o.key.command, **o.client_kwargs())
         with self._lock:
-            self._state.owned.add(client)
+            closed = self._state.closed
+            if not closed:
+                self._state.owned.add(client)
+        if closed:  # close() ran while the agent was spawned: it never saw this client
+            client.close()
+            raise RuntimeError("the pool is closed")
         try:
             began = time.monotonic()
             client.start(new_session=False, timeout=o.start_timeout)
