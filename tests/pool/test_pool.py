@@ -13,6 +13,7 @@ from typing import Any
 import acp_fast as acp
 import pytest
 from acp_fast.pool import _sync as pool_sync
+from acp_fast.pool._common import pid_exited
 from conftest import is_dead, wait_dead, wait_for
 
 from tests.pool.kit import demo_pool, options, slow_args
@@ -114,6 +115,9 @@ def test_a_dead_spare_is_evicted_at_claim() -> None:
         assert spare.pid is not None
         os.kill(spare.pid, signal.SIGKILL)
         assert wait_dead(spare.pid, 5.0)
+        # /proc shows the zombie a moment before the kernel reports the exit to its parent
+        # (which is what the liveness check asks): wait for the report, as the pool sees it.
+        assert wait_for(lambda: pid_exited(spare.pid), 5.0)
         client = pool.claim()
         assert client is not spare
         assert client.new_session().prompt("hi").stop_reason == "end_turn"
@@ -269,6 +273,7 @@ def test_dead_spare_pid_is_never_handed_out_after_kill_races() -> None:
             os.kill(pid, signal.SIGKILL)
         for pid in pids:
             assert wait_dead(pid, 5.0)
+            assert wait_for(lambda pid=pid: pid_exited(pid), 5.0)  # as the pool sees it
         clients = [pool.claim() for _ in range(3)]
         for client in clients:
             assert not is_dead(client.pid)
