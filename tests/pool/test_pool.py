@@ -409,3 +409,37 @@ def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.Mo
     assert spawned and all(client._live.closed for client in spawned)
     for pid in pids:
         assert pid is not None and wait_dead(pid, 5.0), f"agent {pid} outlived close()"
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.3])
+def test_a_cold_claim_stopped_by_close_says_the_pool_is_closed(pause: float) -> None:
+    """close() while a claim waits on its own (cold) start: RuntimeError("the pool is closed"),
+    as for every other claim, not the AgentProtocolError of the start close() stopped (which
+    means the agent misbehaved). `pause` lets the start reach its wait for initialize's
+    answer (close() before it made start() raise RuntimeError already)."""
+    pool = acp.Pool(
+        sys.executable,
+        args=slow_args("--hang-at-init"),
+        client_options=options(),
+        min_idle=0,
+        max_idle=0,
+        claim_timeout=0.01,
+        start_timeout=None,
+    )
+    failure: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            pool.claim()
+        except BaseException as error:
+            failure.append(error)
+
+    claimer = threading.Thread(target=claim, daemon=True)
+    claimer.start()
+    assert wait_for(lambda: pool._state.cold == 1, 10.0)
+    time.sleep(pause)
+    pool.close()
+    claimer.join(10)
+    assert not claimer.is_alive()
+    assert isinstance(failure[0], RuntimeError), repr(failure[0])
+    assert "the pool is closed" in str(failure[0])

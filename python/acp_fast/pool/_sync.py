@@ -385,9 +385,12 @@ class Pool:
         except Exception as error:
             with self._lock:
                 state.cold -= 1
-                if not state.closed:
+                closed = state.closed
+                if not closed:
                     state.counters.failed += 1
                     state.last_error = error
+            if closed:  # close() stopped the start: not the agent's failure
+                raise RuntimeError("the pool is closed") from error
             raise
         with self._lock:
             state.cold -= 1
