@@ -369,11 +369,10 @@ def test_a_failed_task_is_never_reused() -> None:
         assert pool.stats().claimed == 0
 
 
-def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """close() landing between a start's spawn and its registration (here: the refill start a
-    waiting claim asks for): the client was not yet among those close() closes, and its start
-    (a hung handshake, no start_timeout) waited forever with the agent running."""
-    pool = acp.Pool(
+def hung_pool() -> acp.Pool:
+    """A pool whose agents never answer initialize, with no start_timeout and no spares wanted:
+    a claim ends up waiting on a start."""
+    return acp.Pool(
         sys.executable,
         args=slow_args("--hang-at-init"),
         client_options=options(),
@@ -382,6 +381,28 @@ def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.Mo
         claim_timeout=0.01,
         start_timeout=None,
     )
+
+
+def claim_on_a_thread(pool: acp.Pool) -> tuple[threading.Thread, list[BaseException]]:
+    """A claim running on a thread of its own, and where its error goes."""
+    failure: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            pool.claim()
+        except BaseException as error:
+            failure.append(error)
+
+    claimer = threading.Thread(target=claim, daemon=True)
+    claimer.start()
+    return claimer, failure
+
+
+def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() landing between a start's spawn and its registration (here: the refill start a
+    waiting claim asks for): the client was not yet among those close() closes, and its start
+    (a hung handshake, no start_timeout) waited forever with the agent running."""
+    pool = hung_pool()
     spawned: list[acp.Client] = []
     pids: list[int | None] = []
 
@@ -393,16 +414,7 @@ def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.Mo
         return client
 
     monkeypatch.setattr(pool_sync, "Client", spawn_then_close)
-    failure: list[BaseException] = []
-
-    def claim() -> None:
-        try:
-            pool.claim()
-        except BaseException as error:
-            failure.append(error)
-
-    claimer = threading.Thread(target=claim, daemon=True)
-    claimer.start()
+    claimer, failure = claim_on_a_thread(pool)
     claimer.join(10)
     assert not claimer.is_alive(), "the claim hung on a start close() never saw"
     assert isinstance(failure[0], RuntimeError) and "closed" in str(failure[0])
@@ -417,25 +429,8 @@ def test_a_cold_claim_stopped_by_close_says_the_pool_is_closed(pause: float) -> 
     as for every other claim, not the AgentProtocolError of the start close() stopped (which
     means the agent misbehaved). `pause` lets the start reach its wait for initialize's
     answer (close() before it made start() raise RuntimeError already)."""
-    pool = acp.Pool(
-        sys.executable,
-        args=slow_args("--hang-at-init"),
-        client_options=options(),
-        min_idle=0,
-        max_idle=0,
-        claim_timeout=0.01,
-        start_timeout=None,
-    )
-    failure: list[BaseException] = []
-
-    def claim() -> None:
-        try:
-            pool.claim()
-        except BaseException as error:
-            failure.append(error)
-
-    claimer = threading.Thread(target=claim, daemon=True)
-    claimer.start()
+    pool = hung_pool()
+    claimer, failure = claim_on_a_thread(pool)
     assert wait_for(lambda: pool._state.cold == 1, 10.0)
     time.sleep(pause)
     pool.close()
