@@ -21,8 +21,16 @@ def test_ctrl_c_at_the_question(tmp_path: Path, view: str) -> None:
         pty.expect("you> ")
         pty.send("please write a.txt\r")
         asked = pty.expect(r"allow\? \[y\]es once, \[a\]lways, \[n\]o: ")
-        pty.send("\x03")
-        note = pty.expect(r"acp-fast: cancelling the turn")
+        # A SIGINT landing while CPython's readline is between two selects waits for the next
+        # key or signal: sent again as a person would (one pending flag: one Ctrl-C is seen).
+        for attempt in range(3):
+            pty.send("\x03")
+            try:
+                note = pty.expect(r"acp-fast: cancelling the turn", timeout=5.0)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
         pty.expect("you> ")
         pty.send("\x04")
         assert pty.finish() == 0, pty.text
