@@ -24,7 +24,7 @@ from ._client import _ClientBase
 from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed
 from ._options import _connect_failure, _observer_answer, content_tuple
-from ._session import _decode_list, _SessionBase, content_tuples
+from ._session import _decode_list, _SessionBase, check_timeout, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
 # The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
@@ -532,8 +532,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
     async def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
         """Sends `initialize`, then `session/new` in `cwd` (the default session). Handshake
         failures raise `ConnectError`, as `Client.start`."""
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout})")
+        check_timeout(timeout)
         self._bind()
         core = self._live
         cwd = _spawn_args.session_cwd(self._cwd)

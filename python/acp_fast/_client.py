@@ -32,7 +32,7 @@ from ._options import (
     content_tuple,
     mcp_tuple,
 )
-from ._session import Session, _SessionBase, content_tuples, turn_result
+from ._session import Session, _SessionBase, check_timeout, content_tuples, turn_result
 from ._types import (
     DEFAULT_READER_LIMITS,
     DEFAULT_TRANSFER_LIMITS,
@@ -578,6 +578,7 @@ class Client(_ClientBase[Session]):
             RuntimeError: the client is closed or was already started.
         """
         self._check_usable()
+        check_timeout(timeout)
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
             session_id = self._live.start(cwd, new_session, timeout)

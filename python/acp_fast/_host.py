@@ -8,20 +8,15 @@ import re
 from typing import Any
 
 from ._text import printable_line
-from ._types import ClientActivity, ClientCapabilityConfig, ClientMethod, PermissionRule
-
-#: The ACP tool kinds (schema `ToolKind`): what a permission rule's kind can match.
-TOOL_KINDS = (
-    "read",
-    "edit",
-    "delete",
-    "move",
-    "search",
-    "execute",
-    "think",
-    "fetch",
-    "switch_mode",
-    "other",
+from ._types import (
+    # The one list (re-exported): the library's rules and the CLI's options take the same kinds.
+    TOOL_KINDS as TOOL_KINDS,
+)
+from ._types import (
+    ClientActivity,
+    ClientCapabilityConfig,
+    ClientMethod,
+    PermissionRule,
 )
 
 

@@ -71,8 +71,11 @@ class LiveView:
         self._first: float | None = None
         self._last = self._began
         self._final = False
-        self._live = Live(
-            console=console,
+        self._live = self._new_live()
+
+    def _new_live(self) -> Live:
+        return Live(
+            console=self._console,
             get_renderable=self._render,
             refresh_per_second=8,
             transient=False,
@@ -94,7 +97,10 @@ class LiveView:
 
     def resume(self) -> None:
         if not self._final:
-            self._live.transient = False
+            # A fresh Live: a stopped one still holds the height of its last frame and would
+            # move the cursor up that many lines on its first refresh, erasing the question,
+            # its answer and the lines above them.
+            self._live = self._new_live()
             self._live.start()
 
     def note(self, text: str) -> None:

@@ -118,6 +118,21 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     )
 
 
+def check_timeout(timeout: object) -> None:
+    """A call's ``timeout``: None or a positive number of seconds. A str or a bool is a
+    `TypeError` naming the option (a comparison would say only "'>' not supported", and True
+    would pass as one second)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(
+            f"timeout must be a number of seconds or None (got {type(timeout).__name__} "
+            f"{timeout!r})"
+        )
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+
+
 class _SessionBase:
     """What `Session` and `AsyncSession` share: identity, attributes, `cancel()`. Every
     attribute is read-only (sessions.md): it shows the latest state the connection knows."""
@@ -220,8 +235,7 @@ class _SessionBase:
     def _check_turn(self, timeout: float | None) -> None:
         """What a turn checks before anything is written (either client)."""
         self._check_open()
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        check_timeout(timeout)
 
     def cancel(self) -> None:
         """Cancels the turn in flight (one `session/cancel`; pending permission requests are

@@ -237,3 +237,26 @@ def test_a_cancelled_claim_leaves_nothing_behind() -> None:
 
     asyncio.run(main())
     assert pids
+
+
+def test_a_cold_claim_stopped_by_close_says_the_pool_is_closed() -> None:
+    """As the blocking pool's: RuntimeError, not the stopped start's AgentProtocolError."""
+
+    async def main() -> None:
+        pool = acp.AsyncPool(
+            sys.executable,
+            args=slow_args("--hang-at-init"),
+            client_options=options(),
+            min_idle=0,
+            max_idle=0,
+            claim_timeout=0.01,
+            start_timeout=None,
+        )
+        claim = asyncio.ensure_future(pool.claim())
+        assert await until(lambda: pool._state.cold == 1, 10.0)
+        await asyncio.sleep(0.3)  # the start reaches its wait for initialize's answer
+        pool.close()
+        with pytest.raises(RuntimeError, match="the pool is closed"):
+            await asyncio.wait_for(claim, 10.0)
+
+    asyncio.run(main())

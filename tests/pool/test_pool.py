@@ -8,9 +8,12 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import acp_fast as acp
 import pytest
+from acp_fast.pool import _sync as pool_sync
+from acp_fast.pool._common import pid_exited
 from conftest import is_dead, wait_dead, wait_for
 
 from tests.pool.kit import demo_pool, options, slow_args
@@ -112,6 +115,9 @@ def test_a_dead_spare_is_evicted_at_claim() -> None:
         assert spare.pid is not None
         os.kill(spare.pid, signal.SIGKILL)
         assert wait_dead(spare.pid, 5.0)
+        # /proc shows the zombie a moment before the kernel reports the exit to its parent
+        # (which is what the liveness check asks): wait for the report, as the pool sees it.
+        assert wait_for(lambda: pid_exited(spare.pid), 5.0)
         client = pool.claim()
         assert client is not spare
         assert client.new_session().prompt("hi").stop_reason == "end_turn"
@@ -267,6 +273,7 @@ def test_dead_spare_pid_is_never_handed_out_after_kill_races() -> None:
             os.kill(pid, signal.SIGKILL)
         for pid in pids:
             assert wait_dead(pid, 5.0)
+            assert wait_for(lambda pid=pid: pid_exited(pid), 5.0)  # as the pool sees it
         clients = [pool.claim() for _ in range(3)]
         for client in clients:
             assert not is_dead(client.pid)
@@ -360,3 +367,74 @@ def test_a_failed_task_is_never_reused() -> None:
             raise KeyError("the task failed")
         assert pid is not None and wait_dead(pid, 5.0)
         assert pool.stats().claimed == 0
+
+
+def hung_pool() -> acp.Pool:
+    """A pool whose agents never answer initialize, with no start_timeout and no spares wanted:
+    a claim ends up waiting on a start."""
+    return acp.Pool(
+        sys.executable,
+        args=slow_args("--hang-at-init"),
+        client_options=options(),
+        min_idle=0,
+        max_idle=0,
+        claim_timeout=0.01,
+        start_timeout=None,
+    )
+
+
+def claim_on_a_thread(pool: acp.Pool) -> tuple[threading.Thread, list[BaseException]]:
+    """A claim running on a thread of its own, and where its error goes."""
+    failure: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            pool.claim()
+        except BaseException as error:
+            failure.append(error)
+
+    claimer = threading.Thread(target=claim, daemon=True)
+    claimer.start()
+    return claimer, failure
+
+
+def test_close_while_a_spare_is_spawned_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() landing between a start's spawn and its registration (here: the refill start a
+    waiting claim asks for): the client was not yet among those close() closes, and its start
+    (a hung handshake, no start_timeout) waited forever with the agent running."""
+    pool = hung_pool()
+    spawned: list[acp.Client] = []
+    pids: list[int | None] = []
+
+    def spawn_then_close(*args: Any, **kwargs: Any) -> acp.Client:
+        client = acp.Client(*args, **kwargs)
+        spawned.append(client)
+        pids.append(client.pid)
+        pool.close()
+        return client
+
+    monkeypatch.setattr(pool_sync, "Client", spawn_then_close)
+    claimer, failure = claim_on_a_thread(pool)
+    claimer.join(10)
+    assert not claimer.is_alive(), "the claim hung on a start close() never saw"
+    assert isinstance(failure[0], RuntimeError) and "closed" in str(failure[0])
+    assert spawned and all(client._live.closed for client in spawned)
+    for pid in pids:
+        assert pid is not None and wait_dead(pid, 5.0), f"agent {pid} outlived close()"
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.3])
+def test_a_cold_claim_stopped_by_close_says_the_pool_is_closed(pause: float) -> None:
+    """close() while a claim waits on its own (cold) start: RuntimeError("the pool is closed"),
+    as for every other claim, not the AgentProtocolError of the start close() stopped (which
+    means the agent misbehaved). `pause` lets the start reach its wait for initialize's
+    answer (close() before it made start() raise RuntimeError already)."""
+    pool = hung_pool()
+    claimer, failure = claim_on_a_thread(pool)
+    assert wait_for(lambda: pool._state.cold == 1, 10.0)
+    time.sleep(pause)
+    pool.close()
+    claimer.join(10)
+    assert not claimer.is_alive()
+    assert isinstance(failure[0], RuntimeError), repr(failure[0])
+    assert "the pool is closed" in str(failure[0])

@@ -188,3 +188,28 @@ def test_the_api_without_an_sdk_records_nothing_and_costs_no_error() -> None:
             assert turn.stop_reason == "end_turn" and len(turn.tool_calls) == 1
     finally:
         acp.telemetry.uninstrument()
+
+
+def test_a_permission_event_bounds_the_agent_s_option_id_and_kind(otel: Otel) -> None:
+    """The option id and tool kind of a permission request are the agent's strings (300 KiB
+    here): the event's attributes are bounded as every other attribute is (they were not)."""
+
+    class Allow:
+        def on_update(self, update: acp.Update) -> None:
+            pass
+
+        def on_permission(self, request: acp.PermissionRequest) -> acp.PermissionOutcome:
+            return acp.PermissionOutcome(acp.PermissionDecision.ALLOW)
+
+        def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+            assert len(request.option_id or "") > 300 * 1024  # the agent's, whole
+
+    script = Path(__file__).with_name("long_permission_agent.py")
+    with acp.Client(sys.executable, args=[str(script)], **options(observer=Allow())) as client:
+        client.start()
+        assert client.prompt("go") == ""
+    (event,) = otel.span("invoke_agent").events
+    attributes = dict(event.attributes or {})
+    assert attributes["acp.permission.decision"] == "allow"
+    for name in ("acp.permission.option", "acp.tool.kind"):
+        assert 1024 < len(str(attributes[name])) <= 65 * 1024, name

@@ -26,6 +26,7 @@ first), 141 when stdout was closed under it (``| head``: quietly, as a filter do
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from collections.abc import Sequence
@@ -79,15 +80,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # parse_args would report an unknown option of a subcommand's with the top-level usage
+    # (argparse leaves extras to the top parser): the subcommand's own parser reports them.
+    args, extras = parser.parse_known_args(argv)
+    chosen = _chosen(parser, args)
+    if extras:
+        chosen.error(f"unrecognized arguments: {' '.join(extras)}")
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
     # The subcommand's own parser, so its usage errors show its usage.
+    return int(handler(_chosen(parser, args, deepest=False), args))
+
+
+def _chosen(parser: Parser, args: argparse.Namespace, *, deepest: bool = True) -> Parser:
+    """The parser of the subcommand `args` chose (``journal show``'s with `deepest`)."""
     chosen = parser
-    for action in parser._subparsers._group_actions if parser._subparsers else ():
-        found = getattr(action, "choices", {}).get(args.command)
-        if isinstance(found, Parser):
-            chosen = found
-    return int(handler(chosen, args))
+    while chosen._subparsers is not None:
+        found: Parser | None = None
+        for action in chosen._subparsers._group_actions:
+            choices = getattr(action, "choices", None) or {}
+            name = getattr(args, getattr(action, "dest", "") or "", None)
+            parser_of = choices.get(name) if isinstance(name, str) else None
+            if isinstance(parser_of, Parser):
+                found = parser_of
+        if found is None:
+            return chosen
+        chosen = found
+        if not deepest:
+            return chosen
+    return chosen

@@ -538,6 +538,12 @@ class Chat:
                     answer = acp_fast.PermissionOutcome(acp_fast.PermissionDecision.DENY)
                     break
                 say("acp-fast: answer y, a or n (Ctrl-C cancels the turn)")
+        except _Interrupt:
+            if pause is not None:
+                # The cursor is after the question: the live view resumes below it (the plain
+                # view's cancel ends the line itself).
+                say("")
+            raise
         finally:
             question.answer = answer
             question.done.set()

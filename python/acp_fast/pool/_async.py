@@ -378,9 +378,10 @@ class AsyncPool:
         try:
             client = await self._new_client()
         except Exception as error:
-            if not state.closed:
-                state.counters.failed += 1
-                state.last_error = error
+            if state.closed:  # close() stopped the start: not the agent's failure
+                raise RuntimeError("the pool is closed") from error
+            state.counters.failed += 1
+            state.last_error = error
             raise
         finally:
             state.cold -= 1

@@ -260,7 +260,12 @@ class Pool:
         o = self._options
         client = Client(o.key.command, **o.client_kwargs())
         with self._lock:
-            self._state.owned.add(client)
+            closed = self._state.closed
+            if not closed:
+                self._state.owned.add(client)
+        if closed:  # close() ran while the agent was spawned: it never saw this client
+            client.close()
+            raise RuntimeError("the pool is closed")
         try:
             began = time.monotonic()
             client.start(new_session=False, timeout=o.start_timeout)
@@ -380,9 +385,12 @@ class Pool:
         except Exception as error:
             with self._lock:
                 state.cold -= 1
-                if not state.closed:
+                closed = state.closed
+                if not closed:
                     state.counters.failed += 1
                     state.last_error = error
+            if closed:  # close() stopped the start: not the agent's failure
+                raise RuntimeError("the pool is closed") from error
             raise
         with self._lock:
             state.cold -= 1

@@ -76,7 +76,7 @@ def load() -> _Api | None:
                     stacklevel=4,
                 )
             return None
-        from .. import __version__
+        from .._core import __version__
 
         tracer_provider, meter_provider = _settings.providers
         tracer = trace.get_tracer("acp_fast", __version__, tracer_provider=tracer_provider)
@@ -132,6 +132,11 @@ def _capture_content() -> bool:
 
 def _bounded(text: str) -> str:
     return text if len(text) <= _MAX_ATTRIBUTE else text[:_MAX_ATTRIBUTE] + "…"
+
+
+def _bounded_text(value: Any) -> Any:
+    """A str attribute bounded; anything else (None) as it is."""
+    return _bounded(value) if isinstance(value, str) else value
 
 
 def _json(value: Any) -> str:
@@ -255,16 +260,18 @@ class ClientTelemetry:
         self._api.tool_duration.record(time.perf_counter() - began, attributes)
 
     def _permission(self, turn: _Turn, request: Any) -> None:
+        # The option id and the tool kind are the agent's strings, as long as it likes: bounded
+        # as every other attribute is.
         turn.span.add_event(
             "acp.permission",
             {
                 "acp.permission.tier": request.reason,
                 "acp.permission.decision": request.decision,
                 "acp.permission.outcome": request.outcome,
-                "acp.permission.option": request.option_id,
-                "acp.permission.option_kind": request.option_kind,
+                "acp.permission.option": _bounded_text(request.option_id),
+                "acp.permission.option_kind": _bounded_text(request.option_kind),
                 "gen_ai.tool.call.id": _bounded(request.tool_call_id),
-                "acp.tool.kind": request.tool_kind,
+                "acp.tool.kind": _bounded_text(request.tool_kind),
             },
         )
 
