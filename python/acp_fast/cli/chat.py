@@ -246,6 +246,11 @@ class Chat:
         self.session: acp_fast.Session | None = None
         self.cwd: str | None = None
         self._last_interrupt = -DOUBLE_INTERRUPT * 2
+        # While a turn runs and nobody is being asked, Ctrl-C is only noted here and acted on
+        # by the waiting loop: an exception raised by the handler could land anywhere (in the
+        # view's code, in a cancel already under way) and end the chat instead of the turn.
+        self._polling = False
+        self._pending: _Interrupt | None = None
         self._leaving = False
         self.command: list[str] = []
 
@@ -255,7 +260,20 @@ class Chat:
         now = time.monotonic()
         again = now - self._last_interrupt <= DOUBLE_INTERRUPT
         self._last_interrupt = now
+        if self._polling:
+            if self._pending is None or again:
+                self._pending = _Interrupt(again)
+            return
         raise _Interrupt(again)
+
+    def _take_interrupt(self, session: acp_fast.Session, view: Any) -> None:
+        """Acts on a Ctrl-C noted while the turn ran: cancels it, or leaves on a second."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if pending.again:
+            raise _Leave(130)
+        self._cancel(session, view)
 
     # --- the conversation -----------------------------------------------------------------
 
@@ -432,10 +450,16 @@ class Chat:
             live.__enter__()
         agent.status(view, "waiting for the agent…")
         worker = threading.Thread(target=work, name="acp-fast-turn", daemon=True)
+        self._pending = None
+        self._polling = True
         worker.start()
         try:
             self._wait(worker, session, view)
         finally:
+            self._polling = False
+            # A Ctrl-C noted as the turn ended: a first one has nothing left to cancel; a
+            # second (within 2 s of the first) still leaves.
+            pending, self._pending = self._pending, None
             agent.status(view, None)
             if live is not None:
                 live.stop()
@@ -443,6 +467,8 @@ class Chat:
                 self.relay.plain.finish()
                 self.screen.end_lines()
             self.relay.view = self.relay.plain
+        if pending is not None and pending.again:
+            raise _Leave(130)
         error = outcome.get("error")
         if error is not None:
             # The turn failed, the client did not: say so and take the next line.
@@ -485,12 +511,19 @@ class Chat:
         """The main thread while the turn runs: questions, /cancel, Ctrl-C."""
         while worker.is_alive():
             try:
+                self._take_interrupt(session, view)
                 try:
                     question = self.relay.questions.get_nowait()
                 except queue.Empty:
                     question = None
                 if question is not None:
-                    self._ask(question, view)
+                    # A question reads the terminal: Ctrl-C must interrupt that read.
+                    self._polling = False
+                    try:
+                        self._take_interrupt(session, view)
+                        self._ask(question, view)
+                    finally:
+                        self._polling = True
                     continue
                 if self.reader.tty and not self.reader.ended:
                     line = self.reader.take_new(0.05, ("/cancel", "/quit", "/exit"))
