@@ -26,6 +26,8 @@ from .fake_models import FakeModelServer, ModelRequest, Reply, ToolCall
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 PY_SDK_AGENT = HERE / "agents" / "py_sdk_agent.py"
+TS_SDK_AGENT = HERE / "agents" / "ts_sdk_agent.mjs"
+TAP = HERE / "agents" / "tap.py"
 #: The replay agent, promoted into the package: `python -m acp_fast.replay_agent`.
 REPLAY_AGENT_ARGS = ("-m", "acp_fast.replay_agent")
 
@@ -318,13 +320,26 @@ def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launc
     raise ValueError(spec.name)
 
 
+def missing_entry(start: Launch) -> str | None:
+    """What of `start` is not on disk (the program, or the script node/python is to run), said
+    so that the run fails at once with the reason instead of a dead pipe."""
+    program = Path(start.command)
+    if program.is_absolute() and not program.exists():
+        return f"{program} does not exist"
+    if program.name.startswith(("node", "python")) and start.args:
+        script = Path(start.args[0])
+        if script.is_absolute() and not script.exists():
+            return f"{script} does not exist (the package no longer ships it?)"
+    return None
+
+
 def tapped(start: Launch, log_in: Path, log_out: Path) -> Launch:
-    """The same agent behind `tee` on both pipes: what the client writes goes to `log_in`, what
-    the agent writes to `log_out`, byte for byte; all of it stays in the agent's group."""
-    script = 'in="$1"; out="$2"; shift 2; tee -a "$in" | "$@" | tee -a "$out"'
+    """The same agent behind agents/tap.py: what the client writes goes to `log_in`, what the
+    agent writes to `log_out`, byte for byte, each chunk logged before it is passed on; the tap
+    exits with the agent and stays in its group."""
     return Launch(
-        "/bin/sh",
-        ["-c", script, "tap", str(log_in), str(log_out), start.command, *start.args],
+        sys.executable,
+        ["-S", str(TAP), str(log_in), str(log_out), "--", start.command, *start.args],
         start.env,
         start.cwd,
         start.tag,
@@ -449,13 +464,19 @@ class Journal:
         )
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
+def _complete_lines(path: Path) -> list[str]:
+    """The lines of `path` that end in a newline: a tap may be writing the next one right now
+    (a long line arrives in several chunks), and a line counts only once it is whole."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    return data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").splitlines()
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
     values = []
-    for line in text.splitlines():
+    for line in _complete_lines(path):
         line = line.strip()
         if line:
             try:
@@ -466,10 +487,7 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def raw_lines(path: Path) -> list[str]:
-    try:
-        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return []
+    return [line.strip() for line in _complete_lines(path) if line.strip()]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
