@@ -84,12 +84,25 @@ class AgentSpec:
     tool: Callable[[Path], ToolCall] | None = None
     #: Processes it starts besides itself once a session is open (all in its process group).
     helpers: int = 0
+    #: A plain prompt is echoed back (our SDK test agents) rather than answered by a model.
+    echo: bool = False
+    #: The Python SDK agent runs on the virtualenv `prefix` (install-agents.sh makes it), not on
+    #: this Python (whose SDK is the project's pin).
+    own_venv: bool = False
 
     @property
     def prefix(self) -> Path:
         return agents_root() / self.name
 
+    @property
+    def python(self) -> str:
+        return str(self.prefix / "bin" / "python") if self.own_venv else sys.executable
+
     def installed_version(self) -> str | None:
+        if self.own_venv:
+            found = sorted(self.prefix.glob("lib/python*/site-packages/agent_client_protocol-*"))
+            names = [p.name for p in found if p.name.endswith(".dist-info")]
+            return names[0][len("agent_client_protocol-") : -len(".dist-info")] if names else None
         if not self.package:
             try:
                 import importlib.metadata
@@ -205,6 +218,31 @@ AGENTS: dict[str, AgentSpec] = {
             allow_option="allow",
             reject_option="reject",
             reject_stop_reason="end_turn",
+            echo=True,
+        ),
+        # The current SDKs, under our own test agents (agents/ts_sdk_agent.mjs, py_sdk_agent.py).
+        AgentSpec(
+            name="ts-sdk-2",
+            package="@agentclientprotocol/sdk",
+            version="2.4.0",
+            model_api=None,
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            echo=True,
+        ),
+        AgentSpec(
+            name="py-sdk-1",
+            package="",
+            version="1.0.0rc3",
+            model_api=None,
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            echo=True,
+            own_venv=True,
         ),
     )
 }
@@ -315,8 +353,11 @@ def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launc
     if spec.name == "ts-sdk":
         agent_js = modules / "@agentclientprotocol/sdk/dist/examples/agent.js"
         return Launch("node", [str(agent_js)], env, cwd, tag)
-    if spec.name == "py-sdk":
-        return Launch(sys.executable, [str(PY_SDK_AGENT)], env, cwd, tag)
+    if spec.name == "ts-sdk-2":
+        sdk = modules / "@agentclientprotocol/sdk"
+        return Launch("node", [str(TS_SDK_AGENT), str(sdk)], env, cwd, tag)
+    if spec.name in ("py-sdk", "py-sdk-1"):
+        return Launch(spec.python, [str(PY_SDK_AGENT)], env, cwd, tag)
     raise ValueError(spec.name)
 
 
@@ -418,7 +459,7 @@ def agent_problem(spec: AgentSpec) -> str | None:
         return None
     where = (
         "in this Python (pip install agent-client-protocol==0.12.1, or scripts/install-agents.sh)"
-        if not spec.package
+        if not spec.package and not spec.own_venv
         else f"at {spec.prefix} (run scripts/install-agents.sh)"
     )
     found = f"found {installed}" if installed else "not installed"

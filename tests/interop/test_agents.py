@@ -99,7 +99,7 @@ def plain_reply(harness: Harness, run: Run, start: int, prompt: str) -> str:
     """The reply the agent should give to a plain prompt."""
     if harness.spec.model_api is not None:
         return "".join(HELLO)
-    if harness.spec.name == "py-sdk":
+    if harness.spec.echo:
         return prompt
     # The TypeScript example agent plays a fixed script; its reply is the text it streamed.
     text = run.journal.chunk_text(start)

@@ -740,7 +740,7 @@ def test_resume_session_created_earlier(harness: Harness) -> None:
     assert "iota5" in main_request_with(harness, "kappa6").text()
 
 
-@agents("ts-sdk", "py-sdk")
+@agents("ts-sdk", "py-sdk", "ts-sdk-2", "py-sdk-1")
 def test_load_session_without_the_capability_writes_nothing(harness: Harness) -> None:
     run = harness.start(tap=True, new_session=False)
     assert not run.client.initialize.load_session
