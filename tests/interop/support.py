@@ -142,6 +142,24 @@ def _codex_tool(cwd: Path) -> ToolCall:
     )
 
 
+def _codex_exec_tool(cwd: Path) -> ToolCall:
+    # codex 0.166 (under codex-acp 2.x) offers its tools inside a freeform JavaScript `exec`
+    # tool: the fake model writes a script that calls exec_command, escalated as above.
+    command = "printf 'hi from fake codex\\n' > hello.txt"
+    args = {
+        "cmd": command,
+        "sandbox_permissions": "require_escalated",
+        "justification": "Need to write hello.txt",
+    }
+    return ToolCall("exec", args, freeform=f"await tools.exec_command({json.dumps(args)});")
+
+
+def _opencode_tool(cwd: Path) -> ToolCall:
+    return ToolCall(
+        "write", {"filePath": str(cwd / "hello.txt"), "content": "hi from fake opencode\n"}
+    )
+
+
 AGENTS: dict[str, AgentSpec] = {
     spec.name: spec
     for spec in (
@@ -246,6 +264,49 @@ AGENTS: dict[str, AgentSpec] = {
         ),
     )
 }
+#: Today's releases of the real agents, driven only with ACP_INTEROP_CURRENT=1 (install-agents.sh
+#: installs them then); tests/interop/README.md says what each still fails.
+CURRENT = os.environ.get("ACP_INTEROP_CURRENT") == "1"
+if CURRENT:
+    for _spec in (
+        AgentSpec(
+            name="claude-agent-acp-101",
+            package="@agentclientprotocol/claude-agent-acp",
+            version="0.101.0",
+            model_api="anthropic",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow-once",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            tool=_claude_tool,
+            helpers=1,
+        ),
+        AgentSpec(
+            name="codex-acp-2",
+            package="@agentclientprotocol/codex-acp",
+            version="2.6.0",
+            model_api="openai",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["execute"]),
+            allow_option="allow_once",
+            reject_option="cancel",
+            reject_stop_reason="cancelled",
+            tool_call_before_permission=False,
+            tool=_codex_exec_tool,
+            helpers=2,
+        ),
+        AgentSpec(
+            name="opencode",
+            package="opencode-ai",
+            version="1.18.33",
+            model_api="openai-chat",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="once",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            tool=_opencode_tool,
+        ),
+    ):
+        AGENTS[_spec.name] = _spec
 MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not None]
 
 
@@ -279,6 +340,9 @@ def _latest_user_text(request: ModelRequest) -> str:
         turns = [c for c in body.get("contents") or [] if c.get("role") == "user"]
         return json.dumps(turns[-1]) if turns else ""
     if request.api == "anthropic":
+        turns = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+        return json.dumps(turns[-1]) if turns else ""
+    if request.api == "openai-chat":
         turns = [m for m in body.get("messages") or [] if m.get("role") == "user"]
         return json.dumps(turns[-1]) if turns else ""
     items = [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("role") == "user"]
@@ -350,6 +414,63 @@ def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launc
         )
         env.update(CODEX_HOME=str(codex_home), OPENAI_API_KEY="dummy")
         return Launch(str(modules / ".bin" / "codex-acp"), [], env, cwd, tag)
+    if spec.name == "claude-agent-acp-101":
+        # It starts in mode `auto` (it decides permissions itself); `default` makes it ask.
+        settings = home / ".claude"
+        settings.mkdir(exist_ok=True)
+        (settings / "settings.json").write_text('{"permissions": {"defaultMode": "default"}}')
+        env.update(
+            ANTHROPIC_BASE_URL=url,
+            ANTHROPIC_API_KEY="anything",
+            IS_SANDBOX="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+        )
+        return Launch(str(modules / ".bin" / "claude-agent-acp"), [], env, cwd, tag)
+    if spec.name == "codex-acp-2":
+        codex_home = home / ".codex"
+        codex_home.mkdir(exist_ok=True)
+        (codex_home / "config.toml").write_text(
+            'model_provider = "fake"\n'
+            "[model_providers.fake]\n"
+            'name = "fake"\n'
+            f'base_url = "{url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "OPENAI_API_KEY"\n'
+            "supports_websockets = false\n"
+            "request_max_retries = 0\n"
+            "stream_max_retries = 0\n"
+        )
+        # It starts in "Auto review" (a model call decides escalations); this mode asks.
+        env.update(
+            CODEX_HOME=str(codex_home), OPENAI_API_KEY="dummy", INITIAL_AGENT_MODE="workspace-write"
+        )
+        return Launch(str(modules / ".bin" / "codex-acp"), [], env, cwd, tag)
+    if spec.name == "opencode":
+        config = {
+            "autoupdate": False,
+            "share": "disabled",
+            "model": "fake/fake-model",
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake",
+                    "options": {"baseURL": f"{url}/v1", "apiKey": "dummy"},
+                    "models": {"fake-model": {"name": "Fake model", "tool_call": True}},
+                }
+            },
+            "permission": {"edit": "ask", "bash": "ask"},
+        }
+        env.update(
+            OPENCODE_CONFIG_CONTENT=json.dumps(config),
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_SHARE="1",
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            XDG_STATE_HOME=str(home / ".local/state"),
+        )
+        return Launch(str(modules / ".bin" / "opencode"), ["acp"], env, cwd, tag)
     if spec.name == "ts-sdk":
         agent_js = modules / "@agentclientprotocol/sdk/dist/examples/agent.js"
         return Launch("node", [str(agent_js)], env, cwd, tag)
