@@ -307,6 +307,8 @@ if CURRENT:
         ),
     ):
         AGENTS[_spec.name] = _spec
+#: The current real agents when ACP_INTEROP_CURRENT=1, else none: the session tests add them.
+CURRENT_AGENTS = ("claude-agent-acp-101", "codex-acp-2", "opencode") if CURRENT else ()
 MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not None]
 
 
