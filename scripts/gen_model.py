@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Generate python/acp_fast/model/_generated.py from the ACP v1 JSON schema.
 
+The schema is the vendored schema/v1/schema.json (1.25.0; schema/v1/SOURCE.md says where it
+came from).
+
 The schema is the wire contract; this script maps each of its object definitions to a frozen
 msgspec Struct (or, for the few shapes msgspec cannot express, a hand-shaped "custom" class),
 and emits a field table (SPECS) that the pure-Python decoder in model/_codec.py interprets for
@@ -20,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_CANDIDATES = [
-    ROOT / "scripts" / "acp-schema" / "schema.json",
+    ROOT / "schema" / "v1" / "schema.json",
 ]
 OUT = ROOT / "python" / "acp_fast" / "model" / "_generated.py"
 
@@ -89,6 +92,9 @@ MARKERS = {
     "BooleanConfigOptionCapabilities",
     "ElicitationFormCapabilities",
     "ElicitationUrlCapabilities",
+    # 1.25: empty objects in the schema (not even `_meta`); a marker keeps `_meta` readable.
+    "NoticeCapabilities",
+    "CompactionCapabilities",
 }
 # The three chunk variants share ContentChunk on the wire but are distinct classes.
 CHUNKS = {
@@ -161,7 +167,46 @@ INT_RANGES = {
     "int32": ("I32", -(2**31), 2**31 - 1),
     "int64": ("I64", -(2**63), 2**63 - 1),
 }
-OPEN_ENUMS = {"SessionConfigOptionCategory"}
+# Open enums (known string constants plus "any other string") are found in the schema; these
+# must be among them, so a schema change that closes one fails here rather than silently.
+OPEN_ENUMS_EXPECTED = {"SessionConfigOptionCategory", "NoticeSeverity", "CompactionStatus"}
+# Fields that schema 1.21 read leniently (`x-deserialize-default-on-error`, and for arrays
+# `x-deserialize-skip-invalid-items`) and 1.25 no longer marks: all in requests an agent sends
+# the host or a client sends an agent. The model keeps 1.21's tolerance so that nothing that
+# decoded before fails now. (def, field) -> skip invalid items.
+KEEP_1_21_LENIENCY = {
+    ("ReadTextFileRequest", "line"): False,
+    ("ReadTextFileRequest", "limit"): False,
+    ("CreateTerminalRequest", "args"): True,
+    ("CreateTerminalRequest", "env"): True,
+    ("CreateTerminalRequest", "cwd"): False,
+    ("CreateTerminalRequest", "outputByteLimit"): False,
+    ("AuthMethodTerminal", "args"): True,
+    ("AuthMethodTerminal", "env"): False,
+    ("NewSessionRequest", "additionalDirectories"): True,
+    ("NewSessionRequest", "mcpServers"): True,
+    ("LoadSessionRequest", "mcpServers"): True,
+    ("LoadSessionRequest", "additionalDirectories"): True,
+    ("ResumeSessionRequest", "additionalDirectories"): True,
+    ("ResumeSessionRequest", "mcpServers"): True,
+}
+# `sessionUpdate` tags the Rust core classifies (acp.UpdateKind, crates/acp-proto/src/update.rs).
+# A generated update class whose tag is not here reports UpdateKind.UNKNOWN, as the core's own
+# Update does for it, instead of failing in UpdateKind(tag); add a tag here when the core
+# learns it (tests/model/test_schema_current.py holds the two lists equal).
+CORE_UPDATE_KINDS = {
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+    "usage_update",
+}
 
 
 def snake(name: str) -> str:
@@ -174,12 +219,26 @@ def enum_member(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", value).upper()
 
 
+def is_open_enum(node: dict) -> bool:
+    """String constants plus one unconstrained string ("other": custom or future values)."""
+    alts = node.get("anyOf")
+    if not alts or any(a.get("type") != "string" for a in alts):
+        return False
+    free = [a for a in alts if "const" not in a and "enum" not in a]
+    return len(free) == 1 and len(alts) > 1
+
+
 class Gen:
     def __init__(self, schema: dict) -> None:
         self.defs: dict = schema["$defs"]
+        self.open_enums = {d for d, node in self.defs.items() if is_open_enum(node)}
+        missing = OPEN_ENUMS_EXPECTED - self.open_enums
+        if missing:
+            raise SystemExit(f"no longer open enums in the schema: {sorted(missing)}")
         self.enums: dict[str, list[str]] = {}
         self.classes: list[tuple[str, str, dict, tuple[str, str] | None]] = []
         self.union_variants: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        self.open_aliases: set[str] = set()
 
     def pub(self, d: str) -> str:
         if d in MARKERS:
@@ -257,7 +316,7 @@ class Gen:
             return "int | str | None", "('rid',)"
         if d == "ErrorCode":
             return "I32", f"('i', {-(2**31)}, {2**31 - 1})"
-        if d in OPEN_ENUMS:
+        if d in self.open_enums:
             return f"{d} | str", f"('E', {d})"
         if d == "AvailableCommandInput":
             return "UnstructuredCommandInput", "('c', UnstructuredCommandInput)"
@@ -279,7 +338,7 @@ class Gen:
     # -- emit ------------------------------------------------------------------------------
     def run(self) -> str:
         for d, node in self.defs.items():
-            if self.is_enum(d) or d in OPEN_ENUMS:
+            if self.is_enum(d) or d in self.open_enums:
                 alts = node.get("oneOf") or node.get("anyOf")
                 self.enums[d] = [a["const"] for a in alts if "const" in a]
         for u in NATIVE_UNIONS:
@@ -298,6 +357,7 @@ class Gen:
             for v in values:
                 out.append(f"    {enum_member(v)} = {v!r}")
 
+        aliases_at = len(out)
         tagged: dict[str, tuple[str, str, str]] = {}  # def -> (class, tag field, tag value)
         for u, (tag, vs) in self.union_variants.items():
             for tv, ref in vs:
@@ -322,7 +382,7 @@ class Gen:
         order.append(("CancelledPermissionOutcome", {"type": "object", "properties": {}}))
         order.append(("SessionConfigMarker", None))
         for d, node in order:
-            if node is None or d in SKIP or self.is_enum(d) or d in OPEN_ENUMS:
+            if node is None or d in SKIP or self.is_enum(d) or d in self.open_enums:
                 continue
             if node.get("type") != "object":
                 continue
@@ -333,6 +393,13 @@ class Gen:
             tag = tagged.get(d)
             src = d if d not in CHUNKS.values() else "ContentChunk"
             out.append(self.emit_class(src, pub, node, tag, specs))
+        if self.open_aliases:
+            block = ["\n\n# Open enums inside Structs: see open_enum() below.", "if TYPE_CHECKING:"]
+            block += [f"    _Open{e}: TypeAlias = {e} | str" for e in sorted(self.open_aliases)]
+            block.append("else:")
+            block += [f"    _Open{e} = str" for e in sorted(self.open_aliases)]
+            block.append(OPEN_ENUM_HELPER)
+            out[aliases_at:aliases_at] = block
         # A SessionConfigOption's kind parts: wire fields flattened into the option.
         out.append(UNION_ALIASES_HEAD)
         for u, (_tag, vs) in self.union_variants.items():
@@ -416,12 +483,27 @@ class Gen:
             req = wire in required
             doe = bool(prop.get("x-deserialize-default-on-error"))
             skip = bool(prop.get("x-deserialize-skip-invalid-items"))
+            if (d, wire) in KEEP_1_21_LENIENCY:
+                doe, skip = True, skip or KEEP_1_21_LENIENCY[(d, wire)]
             attr = snake(wire)
             default = "None"
             if req and doe:
                 default = "()" if ann.startswith("tuple") else repr(prop.get("default"))
             fields.append((attr, wire, ann, spec, req, nullable, doe, skip, default))
         custom = d in CUSTOM
+        # An open enum in a Struct: msgspec cannot decode `Enum | str`, so at run time the field
+        # is a str (alias _Open<Enum>) and __post_init__ turns a known value into its member;
+        # type checkers see `Enum | str`. The walker (spec 'E') gives the same result.
+        open_fields: list[tuple[str, str]] = []
+        if not custom:
+            for i, f in enumerate(fields):
+                if f[3].startswith("('E',"):
+                    enum_name = f[3].split(", ")[1].rstrip(")")
+                    if f[2] != f"{enum_name} | str":
+                        raise SystemExit(f"open enum {enum_name} nested at {d}.{f[1]}")
+                    self.open_aliases.add(enum_name)
+                    fields[i] = (f[0], f[1], f"_Open{enum_name}", *f[3:])
+                    open_fields.append((f[0], enum_name))
         lines = []
         # Repeated per class: msgspec does not inherit kw_only, and type checkers want frozen.
         kw = [] if custom else ["frozen=True", "kw_only=True"]
@@ -447,7 +529,10 @@ class Gen:
             lines.append(f"    SESSION_UPDATE: ClassVar[str] = {tag[2]!r}")
             lines.append("\n    @property")
             lines.append("    def update_kind(self) -> UpdateKind:")
-            lines.append("        return update_kind_of(self.SESSION_UPDATE)\n")
+            if tag[2] in CORE_UPDATE_KINDS:
+                lines.append("        return update_kind_of(self.SESSION_UPDATE)\n")
+            else:
+                lines.append(UNCLASSIFIED_KIND)
         if custom:
             lines.append(f"    __slots__ = ({''.join(repr(f[0]) + ', ' for f in fields)})")
         for attr, _wire, ann, _spec, req, nullable, _doe, _skip, _default in fields:
@@ -462,10 +547,13 @@ class Gen:
             else:
                 lines.append(f"    {attr}: Opt[{ann}] = OMITTED")
         u64 = [f[0] for f in fields if f[2] == "U64"]
+        if (u64 or open_fields) and not custom:
+            lines.append("\n    def __post_init__(self) -> None:")
         if u64 and not custom:
             args = ", ".join(repr(a) for a in u64)
-            lines.append("\n    def __post_init__(self) -> None:")
             lines.append(f"        check_u64(self, {args})")
+        for attr, enum_name in open_fields:
+            lines.append(f"        open_enum(self, {attr!r}, {enum_name})")
         if not fields:
             lines.append("    pass")
         if custom:
@@ -503,6 +591,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
+from msgspec.structs import force_setattr
+
 from ._base import (
     B64,
     I32,
@@ -526,6 +616,19 @@ from ._base import (
 
 if TYPE_CHECKING:
     from .._types import UpdateKind'''
+
+UNCLASSIFIED_KIND = '        return update_kind_of("unknown")  # not classified by the core yet\n'
+
+OPEN_ENUM_HELPER = """
+
+def open_enum(obj: Any, attr: str, cls: type[enum.StrEnum]) -> None:
+    \"\"\"A known value of an open enum becomes its member; a custom or future one stays str.\"\"\"
+    value = getattr(obj, attr)
+    if type(value) is str:
+        try:
+            force_setattr(obj, attr, cls(value))
+        except ValueError:
+            pass"""
 
 UNION_ALIASES_HEAD = (
     "\n\n# Unions: the tagged ones are msgspec-native; the others resolve in model/_codec.py."

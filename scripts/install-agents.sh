@@ -4,6 +4,13 @@
 # agent, and the Python SDK (agent-client-protocol) into the active Python environment.
 # Idempotent: an agent already installed at its pinned version is skipped.
 # Needs node (>= 20) and npm; runs as root, without a terminal or standard input.
+#
+# Besides the pins of August it installs the current SDKs, which our own ports of their test
+# agents run on (tests/interop/agents/: the TypeScript SDK 2.4 no longer ships its example agent;
+# the Python SDK 1.0 gets its own virtualenv, since the project's pins 0.12.1). With
+# ACP_INTEROP_CURRENT=1 it also installs today's releases of the real agents (claude-agent-acp
+# 0.101, codex-acp 2.6, opencode 1.18), which the interop tests then drive too; .ci/run does not
+# set it yet (tests/interop/README.md says what each of them still fails).
 set -euo pipefail
 
 home="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -17,8 +24,18 @@ agents=(
   "claude-agent-acp|@agentclientprotocol/claude-agent-acp@0.49.0"
   "codex-acp|@zed-industries/codex-acp@0.16.0"
   "ts-sdk|@agentclientprotocol/sdk@0.14.1"
+  "ts-sdk-2|@agentclientprotocol/sdk@2.4.0"
 )
+if [ "${ACP_INTEROP_CURRENT:-}" = 1 ]; then
+  agents+=(
+    "claude-agent-acp-101|@agentclientprotocol/claude-agent-acp@0.101.0"
+    "codex-acp-2|@agentclientprotocol/codex-acp@2.6.0"
+    "opencode|opencode-ai@1.18.33"
+  )
+fi
 python_sdk="agent-client-protocol==0.12.1"
+# The Python SDK 1.0 in a virtualenv of its own under $root (its agent runs on that Python).
+python_sdk_current="agent-client-protocol==1.0.0rc3"
 
 for tool in node npm; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -68,5 +85,22 @@ sys.exit(m.version("agent-client-protocol") != sys.argv[1])' "${python_sdk#*==}"
 else
   echo "install-agents: pip install $python_sdk"
   "$python" -m pip install --quiet --disable-pip-version-check "$python_sdk" </dev/null
+fi
+venv="$root/py-sdk-1"
+if [ -z "$python" ]; then
+  echo "install-agents: no python found; $python_sdk_current not installed"
+elif "$venv/bin/python" -c 'import importlib.metadata as m, sys
+sys.exit(m.version("agent-client-protocol") != sys.argv[1])' "${python_sdk_current#*==}" 2>/dev/null
+then
+  echo "install-agents: $python_sdk_current already in $venv"
+else
+  echo "install-agents: $python_sdk_current into $venv"
+  rm -rf "$venv"
+  # The base interpreter, not the project's virtualenv: a venv made from a venv is fine, but
+  # its site-packages must not see the project's 0.12.1.
+  base="$("$python" -c 'import sys; print(sys.base_prefix)')/bin/python3"
+  "$base" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$python_sdk_current" \
+    </dev/null
 fi
 echo "install-agents: done ($root)"

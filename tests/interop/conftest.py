@@ -32,6 +32,7 @@ from .support import (
     global_problem,
     kill_all,
     launch,
+    missing_entry,
     plan_for,
     raw_lines,
     read_json_lines,
@@ -125,6 +126,11 @@ class Harness:
         puts a program between client and agent (the transcript recorder)."""
         number = len(self.runs)
         start = launch(self.spec, self.root, self.server)
+        missing = missing_entry(start)
+        if missing:
+            pytest.fail(
+                f"{self.spec.name} {self.spec.version} is installed but cannot start: {missing}"
+            )
         if wrap is not None:
             start = wrap(start)
         wire_in = wire_out = None

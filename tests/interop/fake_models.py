@@ -1,7 +1,9 @@
-"""Fake model APIs for the real agents: one HTTP server on 127.0.0.1 that speaks the three wire
-formats the agents use, Gemini (`streamGenerateContent?alt=sse`, `generateContent`,
-`countTokens`), Anthropic Messages (`POST /v1/messages`, streamed) and OpenAI Responses
-(`POST /v1/responses`, streamed).
+"""Fake model APIs for the real agents: one HTTP server on 127.0.0.1 that speaks the wire formats
+the agents use, Gemini (`streamGenerateContent?alt=sse`, `generateContent`, `countTokens`),
+Anthropic Messages (`POST /v1/messages`, streamed), OpenAI Responses (`POST /v1/responses`,
+streamed; codex 0.166's tools in an `additional_tools` input item and its freeform `exec` tool
+answered with a `custom_tool_call`) and OpenAI Chat Completions (`POST /v1/chat/completions`,
+streamed, as opencode calls an OpenAI-compatible provider: fake_chat.py).
 
 What the model "says" is decided per request by a planner, `plan(request) -> Reply`, which the
 tests write: text chunks (optionally slow), optionally followed by one tool call. Every request is
@@ -29,6 +31,9 @@ class ToolCall:
 
     name: str
     args: dict[str, Any]
+    #: The input of a freeform (`custom`) tool such as codex's JavaScript `exec`: the call is
+    #: then a `custom_tool_call` carrying this text instead of JSON arguments.
+    freeform: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,12 +68,21 @@ class ModelRequest:
 
     def tool_names(self) -> list[str]:
         body = self.body
+        tools = list(body.get("tools") or [])
+        for item in body.get("input") or []:  # codex 0.166: an `additional_tools` input item
+            if isinstance(item, dict) and item.get("type") == "additional_tools":
+                tools += item.get("tools") or []
         names: list[str] = []
-        for tool in body.get("tools") or []:
+        while tools:
+            tool = tools.pop(0)
             if not isinstance(tool, dict):
                 continue
-            if "name" in tool:  # anthropic, openai
+            if tool.get("type") == "namespace":  # openai: a group of tools
+                tools += tool.get("tools") or []
+            elif "name" in tool:  # anthropic, openai
                 names.append(str(tool["name"]))
+            elif isinstance(tool.get("function"), dict):  # openai chat completions
+                names.append(str(tool["function"].get("name")))
             for declaration in tool.get("functionDeclarations") or []:  # gemini
                 names.append(str(declaration.get("name")))
         return names
@@ -88,8 +102,14 @@ class ModelRequest:
                 if isinstance(message.get("content"), list)
                 for block in message["content"]
             )
+        if self.api == "openai-chat":
+            return any(
+                isinstance(message, dict) and message.get("role") == "tool"
+                for message in self.body.get("messages") or []
+            )
         return any(
-            isinstance(item, dict) and item.get("type") == "function_call_output"
+            isinstance(item, dict)
+            and item.get("type") in ("function_call_output", "custom_tool_call_output")
             for item in self.body.get("input") or []
         )
 
@@ -278,6 +298,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._anthropic(path, body, headers)
             elif path.rstrip("/").endswith("/responses"):
                 self._openai(path, body, headers)
+            elif path.rstrip("/").endswith("/chat/completions"):
+                from .fake_chat import chat_completions
+
+                chat_completions(self, path, body, headers)
             else:
                 self.fake.record(ModelRequest("unknown", "POST", path, body, headers, False))
                 self._json(404, {"error": {"message": f"not faked: POST {path}"}})
@@ -467,7 +491,16 @@ class _Handler(BaseHTTPRequestHandler):
             "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
         }
         call_item: dict[str, Any] | None = None
-        if call is not None:
+        if call is not None and call.freeform is not None:
+            call_item = {
+                "type": "custom_tool_call",
+                "id": self.fake.new_id("ctc_fake"),
+                "call_id": self.fake.new_id("call_fake"),
+                "name": call.name,
+                "input": call.freeform,
+                "status": "completed",
+            }
+        elif call is not None:
             call_item = {
                 "type": "function_call",
                 "id": self.fake.new_id("fc_fake"),
@@ -535,7 +568,11 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "type": "response.output_item.added",
                     "output_index": output_index,
-                    "item": dict(call_item, status="in_progress", arguments=""),
+                    "item": dict(
+                        call_item,
+                        status="in_progress",
+                        **({"input": ""} if "input" in call_item else {"arguments": ""}),
+                    ),
                 },
             )
             self._event(

@@ -3,6 +3,8 @@ the client's files and terminals, served by `acp_fast.Client` against the fake m
 
     unshare -r -n -- sh -c 'ip link set lo up && cd tests && python -m interop.record_host OUTDIR'
 
+(the scenarios of today's agents need ACP_INTEROP_CURRENT=1 and name them: NAME... after OUTDIR)
+
 Each run's temporary root is written as /workspace (so the session cwd is /workspace/work, as in
 the other transcripts); the replay tests map it back to their own temporary directory.
 """
@@ -75,6 +77,21 @@ def claude_terminal(harness: Harness, wrap: Callable) -> None:
     assert "terminal/create" in methods, run.journal.activity
 
 
+def agent_write(harness: Harness, wrap: Callable) -> None:
+    """Today's agents (ACP_INTEROP_CURRENT=1), nothing offered: the agent's own write tool,
+    after asking the host."""
+    run = harness.start(policy=harness.spec.allow_policy, wrap=wrap)
+    run.client.prompt_detailed("Please write hello.txt")
+    assert (harness.cwd / "hello.txt").exists(), run.journal.activity
+
+
+def agent_host_write(harness: Harness, wrap: Callable) -> None:
+    """`fs` offered: whether the write goes through the client (opencode: fs/write_text_file)."""
+    run = harness.start(policy=ALLOW_EDIT, capabilities=FS, wrap=wrap)
+    run.client.prompt_detailed("Please write hello.txt")
+    assert (harness.cwd / "hello.txt").exists(), run.journal.activity
+
+
 def main() -> int:
     problem = global_problem()
     if problem:
@@ -85,6 +102,11 @@ def main() -> int:
         "claude-code-acp-host-write": ("claude-code-acp", claude_write),
         "gemini-host-read-write": ("gemini", gemini_read_write),
         "claude-code-acp-host-terminal": ("claude-code-acp", claude_terminal),
+        # ACP_INTEROP_CURRENT=1 only:
+        "claude-agent-acp-101-current-write": ("claude-agent-acp-101", agent_write),
+        "codex-acp-2-current-write": ("codex-acp-2", agent_write),
+        "opencode-current-write": ("opencode", agent_write),
+        "opencode-host-write": ("opencode", agent_host_write),
     }
     for name in sys.argv[2:] or scenarios:
         record(name, scenarios[name][0], out, scenarios[name][1])

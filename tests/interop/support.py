@@ -26,6 +26,8 @@ from .fake_models import FakeModelServer, ModelRequest, Reply, ToolCall
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 PY_SDK_AGENT = HERE / "agents" / "py_sdk_agent.py"
+TS_SDK_AGENT = HERE / "agents" / "ts_sdk_agent.mjs"
+TAP = HERE / "agents" / "tap.py"
 #: The replay agent, promoted into the package: `python -m acp_fast.replay_agent`.
 REPLAY_AGENT_ARGS = ("-m", "acp_fast.replay_agent")
 
@@ -82,12 +84,25 @@ class AgentSpec:
     tool: Callable[[Path], ToolCall] | None = None
     #: Processes it starts besides itself once a session is open (all in its process group).
     helpers: int = 0
+    #: A plain prompt is echoed back (our SDK test agents) rather than answered by a model.
+    echo: bool = False
+    #: The Python SDK agent runs on the virtualenv `prefix` (install-agents.sh makes it), not on
+    #: this Python (whose SDK is the project's pin).
+    own_venv: bool = False
 
     @property
     def prefix(self) -> Path:
         return agents_root() / self.name
 
+    @property
+    def python(self) -> str:
+        return str(self.prefix / "bin" / "python") if self.own_venv else sys.executable
+
     def installed_version(self) -> str | None:
+        if self.own_venv:
+            found = sorted(self.prefix.glob("lib/python*/site-packages/agent_client_protocol-*"))
+            names = [p.name for p in found if p.name.endswith(".dist-info")]
+            return names[0][len("agent_client_protocol-") : -len(".dist-info")] if names else None
         if not self.package:
             try:
                 import importlib.metadata
@@ -124,6 +139,24 @@ def _codex_tool(cwd: Path) -> ToolCall:
             "sandbox_permissions": "require_escalated",
             "justification": "Need to write hello.txt",
         },
+    )
+
+
+def _codex_exec_tool(cwd: Path) -> ToolCall:
+    # codex 0.166 (under codex-acp 2.x) offers its tools inside a freeform JavaScript `exec`
+    # tool: the fake model writes a script that calls exec_command, escalated as above.
+    command = "printf 'hi from fake codex\\n' > hello.txt"
+    args = {
+        "cmd": command,
+        "sandbox_permissions": "require_escalated",
+        "justification": "Need to write hello.txt",
+    }
+    return ToolCall("exec", args, freeform=f"await tools.exec_command({json.dumps(args)});")
+
+
+def _opencode_tool(cwd: Path) -> ToolCall:
+    return ToolCall(
+        "write", {"filePath": str(cwd / "hello.txt"), "content": "hi from fake opencode\n"}
     )
 
 
@@ -203,9 +236,79 @@ AGENTS: dict[str, AgentSpec] = {
             allow_option="allow",
             reject_option="reject",
             reject_stop_reason="end_turn",
+            echo=True,
+        ),
+        # The current SDKs, under our own test agents (agents/ts_sdk_agent.mjs, py_sdk_agent.py).
+        AgentSpec(
+            name="ts-sdk-2",
+            package="@agentclientprotocol/sdk",
+            version="2.4.0",
+            model_api=None,
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            echo=True,
+        ),
+        AgentSpec(
+            name="py-sdk-1",
+            package="",
+            version="1.0.0rc3",
+            model_api=None,
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            echo=True,
+            own_venv=True,
         ),
     )
 }
+#: Today's releases of the real agents, driven only with ACP_INTEROP_CURRENT=1 (install-agents.sh
+#: installs them then); tests/interop/README.md says what each still fails.
+CURRENT = os.environ.get("ACP_INTEROP_CURRENT") == "1"
+if CURRENT:
+    for _spec in (
+        AgentSpec(
+            name="claude-agent-acp-101",
+            package="@agentclientprotocol/claude-agent-acp",
+            version="0.101.0",
+            model_api="anthropic",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="allow-once",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            tool=_claude_tool,
+            helpers=1,
+        ),
+        AgentSpec(
+            name="codex-acp-2",
+            package="@agentclientprotocol/codex-acp",
+            version="2.6.0",
+            model_api="openai",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["execute"]),
+            allow_option="allow_once",
+            reject_option="cancel",
+            reject_stop_reason="cancelled",
+            tool_call_before_permission=False,
+            tool=_codex_exec_tool,
+            helpers=2,
+        ),
+        AgentSpec(
+            name="opencode",
+            package="opencode-ai",
+            version="1.18.33",
+            model_api="openai-chat",
+            allow_policy=acp.PermissionPolicy(allowed_tool_kinds=["edit"]),
+            allow_option="once",
+            reject_option="reject",
+            reject_stop_reason="end_turn",
+            tool=_opencode_tool,
+        ),
+    ):
+        AGENTS[_spec.name] = _spec
+#: The current real agents when ACP_INTEROP_CURRENT=1, else none: the session tests add them.
+CURRENT_AGENTS = ("claude-agent-acp-101", "codex-acp-2", "opencode") if CURRENT else ()
 MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not None]
 
 
@@ -239,6 +342,9 @@ def _latest_user_text(request: ModelRequest) -> str:
         turns = [c for c in body.get("contents") or [] if c.get("role") == "user"]
         return json.dumps(turns[-1]) if turns else ""
     if request.api == "anthropic":
+        turns = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+        return json.dumps(turns[-1]) if turns else ""
+    if request.api == "openai-chat":
         turns = [m for m in body.get("messages") or [] if m.get("role") == "user"]
         return json.dumps(turns[-1]) if turns else ""
     items = [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("role") == "user"]
@@ -310,21 +416,94 @@ def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launc
         )
         env.update(CODEX_HOME=str(codex_home), OPENAI_API_KEY="dummy")
         return Launch(str(modules / ".bin" / "codex-acp"), [], env, cwd, tag)
+    if spec.name == "claude-agent-acp-101":
+        # It starts in mode `auto` (it decides permissions itself); `default` makes it ask.
+        settings = home / ".claude"
+        settings.mkdir(exist_ok=True)
+        (settings / "settings.json").write_text('{"permissions": {"defaultMode": "default"}}')
+        env.update(
+            ANTHROPIC_BASE_URL=url,
+            ANTHROPIC_API_KEY="anything",
+            IS_SANDBOX="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+        )
+        return Launch(str(modules / ".bin" / "claude-agent-acp"), [], env, cwd, tag)
+    if spec.name == "codex-acp-2":
+        codex_home = home / ".codex"
+        codex_home.mkdir(exist_ok=True)
+        (codex_home / "config.toml").write_text(
+            'model_provider = "fake"\n'
+            "[model_providers.fake]\n"
+            'name = "fake"\n'
+            f'base_url = "{url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "OPENAI_API_KEY"\n'
+            "supports_websockets = false\n"
+            "request_max_retries = 0\n"
+            "stream_max_retries = 0\n"
+        )
+        # It starts in "Auto review" (a model call decides escalations); this mode asks.
+        env.update(
+            CODEX_HOME=str(codex_home), OPENAI_API_KEY="dummy", INITIAL_AGENT_MODE="workspace-write"
+        )
+        return Launch(str(modules / ".bin" / "codex-acp"), [], env, cwd, tag)
+    if spec.name == "opencode":
+        config = {
+            "autoupdate": False,
+            "share": "disabled",
+            "model": "fake/fake-model",
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake",
+                    "options": {"baseURL": f"{url}/v1", "apiKey": "dummy"},
+                    "models": {"fake-model": {"name": "Fake model", "tool_call": True}},
+                }
+            },
+            "permission": {"edit": "ask", "bash": "ask"},
+        }
+        env.update(
+            OPENCODE_CONFIG_CONTENT=json.dumps(config),
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_SHARE="1",
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            XDG_STATE_HOME=str(home / ".local/state"),
+        )
+        return Launch(str(modules / ".bin" / "opencode"), ["acp"], env, cwd, tag)
     if spec.name == "ts-sdk":
         agent_js = modules / "@agentclientprotocol/sdk/dist/examples/agent.js"
         return Launch("node", [str(agent_js)], env, cwd, tag)
-    if spec.name == "py-sdk":
-        return Launch(sys.executable, [str(PY_SDK_AGENT)], env, cwd, tag)
+    if spec.name == "ts-sdk-2":
+        sdk = modules / "@agentclientprotocol/sdk"
+        return Launch("node", [str(TS_SDK_AGENT), str(sdk)], env, cwd, tag)
+    if spec.name in ("py-sdk", "py-sdk-1"):
+        return Launch(spec.python, [str(PY_SDK_AGENT)], env, cwd, tag)
     raise ValueError(spec.name)
 
 
+def missing_entry(start: Launch) -> str | None:
+    """What of `start` is not on disk (the program, or the script node/python is to run), said
+    so that the run fails at once with the reason instead of a dead pipe."""
+    program = Path(start.command)
+    if program.is_absolute() and not program.exists():
+        return f"{program} does not exist"
+    if program.name.startswith(("node", "python")) and start.args:
+        script = Path(start.args[0])
+        if script.is_absolute() and not script.exists():
+            return f"{script} does not exist (the package no longer ships it?)"
+    return None
+
+
 def tapped(start: Launch, log_in: Path, log_out: Path) -> Launch:
-    """The same agent behind `tee` on both pipes: what the client writes goes to `log_in`, what
-    the agent writes to `log_out`, byte for byte; all of it stays in the agent's group."""
-    script = 'in="$1"; out="$2"; shift 2; tee -a "$in" | "$@" | tee -a "$out"'
+    """The same agent behind agents/tap.py: what the client writes goes to `log_in`, what the
+    agent writes to `log_out`, byte for byte, each chunk logged before it is passed on; the tap
+    exits with the agent and stays in its group."""
     return Launch(
-        "/bin/sh",
-        ["-c", script, "tap", str(log_in), str(log_out), start.command, *start.args],
+        sys.executable,
+        ["-S", str(TAP), str(log_in), str(log_out), "--", start.command, *start.args],
         start.env,
         start.cwd,
         start.tag,
@@ -403,7 +582,7 @@ def agent_problem(spec: AgentSpec) -> str | None:
         return None
     where = (
         "in this Python (pip install agent-client-protocol==0.12.1, or scripts/install-agents.sh)"
-        if not spec.package
+        if not spec.package and not spec.own_venv
         else f"at {spec.prefix} (run scripts/install-agents.sh)"
     )
     found = f"found {installed}" if installed else "not installed"
@@ -449,13 +628,19 @@ class Journal:
         )
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
+def _complete_lines(path: Path) -> list[str]:
+    """The lines of `path` that end in a newline: a tap may be writing the next one right now
+    (a long line arrives in several chunks), and a line counts only once it is whole."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    return data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").splitlines()
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
     values = []
-    for line in text.splitlines():
+    for line in _complete_lines(path):
         line = line.strip()
         if line:
             try:
@@ -466,10 +651,7 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def raw_lines(path: Path) -> list[str]:
-    try:
-        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return []
+    return [line.strip() for line in _complete_lines(path) if line.strip()]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:

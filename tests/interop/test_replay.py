@@ -320,6 +320,7 @@ def test_host_transcripts_are_there() -> None:
         "claude-code-acp-host-terminal",
         "claude-code-acp-host-write",
         "gemini-host-read-write",
+        "opencode-host-write",
     ]
 
 

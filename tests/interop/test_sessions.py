@@ -23,6 +23,7 @@ import pytest
 
 from .conftest import Harness, Run
 from .support import (
+    CURRENT_AGENTS,
     TICK_DELAY,
     TICKS,
     Journal,
@@ -43,7 +44,7 @@ CHUNK = acp.UpdateKind.AGENT_MESSAGE_CHUNK
 USER_CHUNK = acp.UpdateKind.USER_MESSAGE_CHUNK
 
 #: The agents that advertise `loadSession` (checked against their `initialize` answer).
-LOADS = ("gemini", "claude-code-acp", "claude-agent-acp", "codex-acp")
+LOADS = ("gemini", "claude-code-acp", "claude-agent-acp", "codex-acp", *CURRENT_AGENTS)
 #: Gemini CLI 0.61.0's session/load starts a fresh chat record for the session id (a new header
 #: and `$set messages` with only its session context, in the same chats file when the minute is
 #: the same) before it looks the session up: within the minute it answers -32603 "No previous
@@ -129,7 +130,7 @@ def main_request_with(harness: Harness, text: str) -> Any:
 # --- two sessions on one client -----------------------------------------------------------------
 
 
-@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp", *CURRENT_AGENTS)
 def test_two_sessions_prompted_in_turn(harness: Harness) -> None:
     run = harness.start(tap=True)
     client, journal = run.client, run.journal
@@ -327,7 +328,7 @@ def drain_the_cancelled_tail(run: Run, session_id: str) -> None:
 # --- cancel from another thread -----------------------------------------------------------------
 
 
-@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp", *CURRENT_AGENTS)
 def test_cancel_from_another_thread_mid_stream(harness: Harness) -> None:
     run = harness.start(tap=True)
     client, journal = run.client, run.journal
@@ -385,7 +386,7 @@ class AskingJournal(Journal):
         self.release.wait(30)
 
 
-@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp")
+@agents("gemini", "claude-agent-acp", "claude-code-acp", "codex-acp", *CURRENT_AGENTS)
 def test_cancel_while_a_permission_request_is_pending(harness: Harness) -> None:
     journal = AskingJournal()
     # The policy would allow the call: the cancel must win over it.
@@ -425,7 +426,7 @@ def test_cancel_while_a_permission_request_is_pending(harness: Harness) -> None:
     assert after.response == "".join(codeword_reply("after6"))
 
 
-@agents("gemini", "claude-agent-acp")
+@agents("gemini", "claude-agent-acp", *CURRENT_AGENTS)
 def test_prompt_timeout_cancels_and_the_session_carries_on(harness: Harness) -> None:
     run = harness.start(tap=True)
     session = run.client.default_session
@@ -714,7 +715,7 @@ def persisted_session(harness: Harness, word: str) -> str:
     return created.session_id
 
 
-@agents("claude-code-acp", "claude-agent-acp", "codex-acp")
+@agents("claude-code-acp", "claude-agent-acp", "codex-acp", *CURRENT_AGENTS)
 def test_resume_session_created_earlier(harness: Harness) -> None:
     sid = persisted_session(harness, "iota5")
     run = harness.start(tap=True, new_session=False)
@@ -740,7 +741,7 @@ def test_resume_session_created_earlier(harness: Harness) -> None:
     assert "iota5" in main_request_with(harness, "kappa6").text()
 
 
-@agents("ts-sdk", "py-sdk")
+@agents("ts-sdk", "py-sdk", "ts-sdk-2", "py-sdk-1")
 def test_load_session_without_the_capability_writes_nothing(harness: Harness) -> None:
     run = harness.start(tap=True, new_session=False)
     assert not run.client.initialize.load_session

@@ -474,7 +474,7 @@ def test_schema_has_no_examples_to_decode() -> None:
     """model.md asks that every schema example decodes: the v1 schema carries none."""
     from pathlib import Path
 
-    schema = Path(__file__).resolve().parents[2] / "scripts" / "acp-schema" / "schema.json"
+    schema = Path(__file__).resolve().parents[2] / "schema" / "v1" / "schema.json"
     text = schema.read_text()
     assert '"examples"' not in text and '"example"' not in text
 

@@ -18,9 +18,7 @@ KNOWN_STRICT_FAILURES = {
     "unknown_field at $.result.agentCapabilities.sessionCapabilities.fork",  # claude-agent-acp
     "unknown_field at $.result.agentCapabilities.mcpCapabilities.acp",  # codex-acp
     "unknown_field at $.result.usage",  # session/prompt: unstable usage in PromptResponse
-    "unknown_field at $.params.update.name",  # an extra `name`: claude-agent-acp 0.10.1 tool_call,
-    # codex-acp tool_call_update
-}
+}  # (the tool call `name` of claude-agent-acp and codex-acp is typed since schema 1.22)
 
 
 def _payload(msg: dict[str, Any]) -> tuple[str, Any]:

@@ -470,6 +470,8 @@ def session_update_apply(
         return state._copy(usage=update)
     if t is UnknownUpdate:
         return state
+    if t is g.Notice or t is g.CompactionUpdate or t is g.CompactionSummaryChunk:
+        return state  # schema 1.25 updates, typed but not folded yet (were UnknownUpdate)
     raise TypeError(f"not a session update: {t.__name__}")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
+from msgspec.structs import force_setattr
+
 from ._base import (
     B64,
     I32,
@@ -102,6 +104,38 @@ class PlanEntryStatus(enum.StrEnum):
     COMPLETED = 'completed'
 
 
+class NoticeSeverity(enum.StrEnum):
+    INFO = 'info'
+    WARNING = 'warning'
+    ERROR = 'error'
+
+
+class CompactionStatus(enum.StrEnum):
+    IN_PROGRESS = 'in_progress'
+    COMPLETED = 'completed'
+    FAILED = 'failed'
+    CANCELLED = 'cancelled'
+
+
+# Open enums inside Structs: see open_enum() below.
+if TYPE_CHECKING:
+    _OpenCompactionStatus: TypeAlias = CompactionStatus | str
+    _OpenNoticeSeverity: TypeAlias = NoticeSeverity | str
+else:
+    _OpenCompactionStatus = str
+    _OpenNoticeSeverity = str
+
+
+def open_enum(obj: Any, attr: str, cls: type[enum.StrEnum]) -> None:
+    """A known value of an open enum becomes its member; a custom or future one stays str."""
+    value = getattr(obj, attr)
+    if type(value) is str:
+        try:
+            force_setattr(obj, attr, cls(value))
+        except ValueError:
+            pass
+
+
 class WriteTextFileParams(
     Base,
     frozen=True,
@@ -173,6 +207,7 @@ class ToolCallUpdate(
     kind: Nullable[ToolKind] = OMITTED
     status: Nullable[ToolCallStatus] = OMITTED
     title: Nullable[str] = OMITTED
+    name: Nullable[str] = OMITTED
     content: Nullable[tuple[ToolCallContent, ...]] = OMITTED
     locations: Nullable[tuple[ToolCallLocation, ...]] = OMITTED
     raw_input: Opt[Json] = OMITTED
@@ -805,6 +840,7 @@ class ToolCall(
 
     tool_call_id: str
     title: str
+    name: Nullable[str] = OMITTED
     kind: Opt[ToolKind] = OMITTED
     status: Opt[ToolCallStatus] = OMITTED
     content: Opt[tuple[ToolCallContent, ...]] = OMITTED
@@ -967,6 +1003,75 @@ class UsageUpdate(
         check_u64(self, 'used', 'size')
 
 
+class Notice(
+    Base,
+    frozen=True,
+    kw_only=True,
+    tag_field='sessionUpdate', tag='notice',
+    rename={'meta': '_meta'},
+):
+    """Fire-and-forget information for the user."""
+
+    SESSION_UPDATE: ClassVar[str] = 'notice'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of("unknown")  # not classified by the core yet
+
+    severity: _OpenNoticeSeverity
+    title: str
+    description: Nullable[str] = OMITTED
+    meta: Nullable[JsonObject] = OMITTED
+
+    def __post_init__(self) -> None:
+        open_enum(self, 'severity', NoticeSeverity)
+
+
+class CompactionUpdate(
+    Base,
+    frozen=True,
+    kw_only=True,
+    tag_field='sessionUpdate', tag='compaction_update',
+    rename={'compaction_id': 'compactionId', 'meta': '_meta'},
+):
+    """A context compaction upsert. The first notification fixes the compaction's"""
+
+    SESSION_UPDATE: ClassVar[str] = 'compaction_update'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of("unknown")  # not classified by the core yet
+
+    compaction_id: str
+    status: _OpenCompactionStatus
+    summary: Nullable[tuple[ContentBlock, ...]] = OMITTED
+    error: Nullable[str] = OMITTED
+    meta: Nullable[JsonObject] = OMITTED
+
+    def __post_init__(self) -> None:
+        open_enum(self, 'status', CompactionStatus)
+
+
+class CompactionSummaryChunk(
+    Base,
+    frozen=True,
+    kw_only=True,
+    tag_field='sessionUpdate', tag='compaction_summary_chunk',
+    rename={'compaction_id': 'compactionId', 'meta': '_meta'},
+):
+    """A content block appended to a compaction's summary. A first-seen ID creates"""
+
+    SESSION_UPDATE: ClassVar[str] = 'compaction_summary_chunk'
+
+    @property
+    def update_kind(self) -> UpdateKind:
+        return update_kind_of("unknown")  # not classified by the core yet
+
+    compaction_id: str
+    content: ContentBlock
+    meta: Nullable[JsonObject] = OMITTED
+
+
 class ElicitationCompleteParams(
     Base,
     frozen=True,
@@ -1025,7 +1130,9 @@ class ClientSessionCapabilities(
 ):
     """Session-related capabilities supported by the client."""
 
+    compaction: Nullable[CapabilityMarker] = OMITTED
     config_options: Nullable[SessionConfigOptionsCapabilities] = OMITTED
+    notices: Nullable[CapabilityMarker] = OMITTED
     meta: Nullable[JsonObject] = OMITTED
 
 
@@ -1435,7 +1542,7 @@ class CancelledPermissionOutcome(
 # Unions: the tagged ones are msgspec-native; the others resolve in model/_codec.py.
 ContentBlock: TypeAlias = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
 ToolCallContent: TypeAlias = Content | Diff | Terminal
-SessionUpdate: TypeAlias = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCall | ToolCallUpdate | Plan | AvailableCommandsUpdate | CurrentModeUpdate | ConfigOptionUpdate | SessionInfoUpdate | UsageUpdate
+SessionUpdate: TypeAlias = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCall | ToolCallUpdate | Plan | AvailableCommandsUpdate | CurrentModeUpdate | ConfigOptionUpdate | SessionInfoUpdate | UsageUpdate | Notice | CompactionUpdate | CompactionSummaryChunk
 RequestPermissionOutcome: TypeAlias = CancelledPermissionOutcome | SelectedPermissionOutcome
 
 if TYPE_CHECKING:
@@ -1461,7 +1568,7 @@ else:
 UNIONS: dict[str, tuple[str, dict[str, type[Any]]]] = {
     'ContentBlock': ('type', {'text': TextContent, 'image': ImageContent, 'audio': AudioContent, 'resource_link': ResourceLink, 'resource': EmbeddedResource}),
     'ToolCallContent': ('type', {'content': Content, 'diff': Diff, 'terminal': Terminal}),
-    'SessionUpdate': ('sessionUpdate', {'user_message_chunk': UserMessageChunk, 'agent_message_chunk': AgentMessageChunk, 'agent_thought_chunk': AgentThoughtChunk, 'tool_call': ToolCall, 'tool_call_update': ToolCallUpdate, 'plan': Plan, 'available_commands_update': AvailableCommandsUpdate, 'current_mode_update': CurrentModeUpdate, 'config_option_update': ConfigOptionUpdate, 'session_info_update': SessionInfoUpdate, 'usage_update': UsageUpdate}),
+    'SessionUpdate': ('sessionUpdate', {'user_message_chunk': UserMessageChunk, 'agent_message_chunk': AgentMessageChunk, 'agent_thought_chunk': AgentThoughtChunk, 'tool_call': ToolCall, 'tool_call_update': ToolCallUpdate, 'plan': Plan, 'available_commands_update': AvailableCommandsUpdate, 'current_mode_update': CurrentModeUpdate, 'config_option_update': ConfigOptionUpdate, 'session_info_update': SessionInfoUpdate, 'usage_update': UsageUpdate, 'notice': Notice, 'compaction_update': CompactionUpdate, 'compaction_summary_chunk': CompactionSummaryChunk}),
     'RequestPermissionOutcome': ('outcome', {'cancelled': CancelledPermissionOutcome, 'selected': SelectedPermissionOutcome}),
 }
 
@@ -1492,6 +1599,7 @@ SPECS: dict[type[Any], tuple[FieldSpec, ...]] = {
         FieldSpec('kind', 'kind', ('e', ToolKind), False, True, True, False, None),
         FieldSpec('status', 'status', ('e', ToolCallStatus), False, True, True, False, None),
         FieldSpec('title', 'title', ('s',), False, True, True, False, None),
+        FieldSpec('name', 'name', ('s',), False, True, True, False, None),
         FieldSpec('content', 'content', ('a', ('u', 'ToolCallContent')), False, True, True, True, None),
         FieldSpec('locations', 'locations', ('a', ('c', ToolCallLocation)), False, True, True, True, None),
         FieldSpec('raw_input', 'rawInput', ('j',), False, False, True, False, None),
@@ -1767,6 +1875,7 @@ SPECS: dict[type[Any], tuple[FieldSpec, ...]] = {
     ToolCall: (
         FieldSpec('tool_call_id', 'toolCallId', ('s',), True, False, False, False, None),
         FieldSpec('title', 'title', ('s',), True, False, False, False, None),
+        FieldSpec('name', 'name', ('s',), False, True, True, False, None),
         FieldSpec('kind', 'kind', ('e', ToolKind), False, False, True, False, None),
         FieldSpec('status', 'status', ('e', ToolCallStatus), False, False, True, False, None),
         FieldSpec('content', 'content', ('a', ('u', 'ToolCallContent')), False, False, True, True, None),
@@ -1823,6 +1932,24 @@ SPECS: dict[type[Any], tuple[FieldSpec, ...]] = {
         FieldSpec('cost', 'cost', ('c', Cost), False, True, True, False, None),
         FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
     ),
+    Notice: (
+        FieldSpec('severity', 'severity', ('E', NoticeSeverity), True, False, False, False, None),
+        FieldSpec('title', 'title', ('s',), True, False, False, False, None),
+        FieldSpec('description', 'description', ('s',), False, True, True, False, None),
+        FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
+    ),
+    CompactionUpdate: (
+        FieldSpec('compaction_id', 'compactionId', ('s',), True, False, False, False, None),
+        FieldSpec('status', 'status', ('E', CompactionStatus), True, False, False, False, None),
+        FieldSpec('summary', 'summary', ('a', ('u', 'ContentBlock')), False, True, True, True, None),
+        FieldSpec('error', 'error', ('s',), False, True, True, False, None),
+        FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
+    ),
+    CompactionSummaryChunk: (
+        FieldSpec('compaction_id', 'compactionId', ('s',), True, False, False, False, None),
+        FieldSpec('content', 'content', ('u', 'ContentBlock'), True, False, False, False, None),
+        FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
+    ),
     ElicitationCompleteParams: (
         FieldSpec('elicitation_id', 'elicitationId', ('s',), True, False, False, False, None),
         FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
@@ -1847,7 +1974,9 @@ SPECS: dict[type[Any], tuple[FieldSpec, ...]] = {
         FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
     ),
     ClientSessionCapabilities: (
+        FieldSpec('compaction', 'compaction', ('c', CapabilityMarker), False, True, True, False, None),
         FieldSpec('config_options', 'configOptions', ('c', SessionConfigOptionsCapabilities), False, True, True, False, None),
+        FieldSpec('notices', 'notices', ('c', CapabilityMarker), False, True, True, False, None),
         FieldSpec('meta', '_meta', ('o',), False, True, True, False, None),
     ),
     SessionConfigOptionsCapabilities: (
@@ -2018,6 +2147,8 @@ TAGS: dict[type[Any], tuple[str, str]] = {
     AuthMethodTerminal: ('type', 'terminal'),
     AvailableCommandsUpdate: ('sessionUpdate', 'available_commands_update'),
     CancelledPermissionOutcome: ('outcome', 'cancelled'),
+    CompactionSummaryChunk: ('sessionUpdate', 'compaction_summary_chunk'),
+    CompactionUpdate: ('sessionUpdate', 'compaction_update'),
     ConfigOptionUpdate: ('sessionUpdate', 'config_option_update'),
     Content: ('type', 'content'),
     CurrentModeUpdate: ('sessionUpdate', 'current_mode_update'),
@@ -2026,6 +2157,7 @@ TAGS: dict[type[Any], tuple[str, str]] = {
     ImageContent: ('type', 'image'),
     McpServerHttp: ('type', 'http'),
     McpServerSse: ('type', 'sse'),
+    Notice: ('sessionUpdate', 'notice'),
     Plan: ('sessionUpdate', 'plan'),
     ResourceLink: ('type', 'resource_link'),
     SelectedPermissionOutcome: ('outcome', 'selected'),
@@ -2067,6 +2199,9 @@ __all__ = [
     'ClientSessionCapabilities',
     'CloseSessionParams',
     'CloseSessionResult',
+    'CompactionStatus',
+    'CompactionSummaryChunk',
+    'CompactionUpdate',
     'ConfigOptionUpdate',
     'Content',
     'ContentBlock',
@@ -2097,6 +2232,8 @@ __all__ = [
     'McpServerStdio',
     'NewSessionParams',
     'NewSessionResult',
+    'Notice',
+    'NoticeSeverity',
     'PermissionOption',
     'PermissionOptionKind',
     'Plan',

@@ -1,5 +1,7 @@
 """An ACP agent written with the official Python SDK (PyPI `agent-client-protocol`, module `acp`),
-the way its README shows: an `Agent` class run by `acp.run_agent`.
+the way its README shows: an `Agent` class run by `acp.run_agent`. It runs on 0.12 and on 1.0 (the
+updates are built from `acp.schema` classes: 1.0 removed the helpers such as
+`update_agent_message_text` and `start_edit_tool_call`).
 
 It echoes the prompt back, like the SDK's example echo agent. Two prompts do more, so the interop
 tests can drive the same checks as against the model-backed agents:
@@ -21,8 +23,13 @@ from typing import Any
 import acp
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     Implementation,
     PermissionOption,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
     ToolCallUpdate,
 )
 
@@ -60,7 +67,10 @@ class SdkAgent:
         self._cancelled.setdefault(session_id, asyncio.Event()).set()
 
     async def _say(self, session_id: str, text: str) -> None:
-        await self._conn.session_update(session_id, acp.update_agent_message_text(text))
+        chunk = AgentMessageChunk(
+            session_update="agent_message_chunk", content=TextContentBlock(type="text", text=text)
+        )
+        await self._conn.session_update(session_id, chunk)
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> acp.PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
@@ -83,10 +93,16 @@ class SdkAgent:
         path = os.path.join(self._cwd[session_id], "hello.txt")
         call_id = "call_" + uuid.uuid4().hex[:8]
         await self._say(session_id, "I'll write the file.")
-        await self._conn.session_update(
-            session_id,
-            acp.start_edit_tool_call(call_id, "Write hello.txt", path, "hi from the SDK agent\n"),
+        start = ToolCallStart(
+            session_update="tool_call",
+            tool_call_id=call_id,
+            title="Write hello.txt",
+            kind="edit",
+            status="pending",
+            locations=[ToolCallLocation(path=path)],
+            raw_input={"path": path, "content": "hi from the SDK agent\n"},
         )
+        await self._conn.session_update(session_id, start)
         answer = await self._conn.request_permission(
             session_id=session_id,
             tool_call=ToolCallUpdate(
@@ -102,10 +118,12 @@ class SdkAgent:
         if allowed:
             with open(path, "w") as handle:
                 handle.write("hi from the SDK agent\n")
-        await self._conn.session_update(
-            session_id,
-            acp.update_tool_call(call_id, status="completed" if allowed else "failed"),
+        done = ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=call_id,
+            status="completed" if allowed else "failed",
         )
+        await self._conn.session_update(session_id, done)
         await self._say(session_id, " Written." if allowed else " Not written.")
         return acp.PromptResponse(stop_reason="end_turn")
 
