@@ -76,6 +76,15 @@ def test_tool_call_update_fields_keep_reset_replace() -> None:
     assert s2.tool_calls[0].content == ()  # replaces the tuple, never appends
 
 
+def test_a_tool_call_update_carries_the_name_into_the_folded_call() -> None:
+    """Schema 1.22's tool call `name`: an update's name replaces the call's, an omitted one
+    keeps it (the other fields behave the same)."""
+    s = fold(call("a", name="Write"), m.ToolCallUpdate(tool_call_id="a", name="Edit"))
+    assert s.tool_calls[0].name == "Edit"
+    kept = s.apply(m.ToolCallUpdate(tool_call_id="a", status=m.ToolCallStatus.COMPLETED))
+    assert kept.tool_calls[0].name == "Edit"
+
+
 def test_tool_call_update_unknown_id() -> None:
     with pytest.raises(m.UnknownToolCall):
         fold(m.ToolCallUpdate(tool_call_id="zz"))

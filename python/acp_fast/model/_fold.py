@@ -366,7 +366,7 @@ def session_update_fold(known_modes: Iterable[str] = ()) -> SessionState:
     return SessionState(known_modes=tuple(known_modes))
 
 
-_TCU_FIELDS = ("kind", "status", "content", "locations", "raw_input", "raw_output", "meta")
+_TCU_FIELDS = ("name", "kind", "status", "content", "locations", "raw_input", "raw_output", "meta")
 
 
 def _issue(st: SessionState, error: SessionUpdateFoldError, action: str) -> Seq[FoldIssue]:
