@@ -260,7 +260,9 @@ def test_64_clients_with_a_stderr_tail_start_no_thread(tmp_path: Path) -> None:
         return during[0], during[1], tails
 
     threads, tasks, tails = asyncio.run(main())
-    assert (threads, tasks) == before
+    # No more than before (a thread left by an earlier test of the suite may end meanwhile;
+    # a thread per client would add 64).
+    assert threads <= before[0] and tasks <= before[1], (threads, tasks, before)
     assert tails == ["agent says hi\n"] * 64
 
 
