@@ -116,7 +116,12 @@ fn owner_and_mode_are_kept() {
 
 /// Runs test `name` of this binary as nobody, with `ACP_WRITES_DIR` set; true when it passed.
 fn as_nobody(name: &str, dir: &Path) -> bool {
-    let mut command = Command::new(std::env::current_exe().unwrap());
+    // A copy of this binary in `dir` (0755): the build directory may be one nobody cannot
+    // reach (a checkout under a 0700 directory, as `mktemp -d` makes).
+    let binary = dir.join("fs-writes-test");
+    fs::copy(std::env::current_exe().unwrap(), &binary).unwrap();
+    fs::set_permissions(&binary, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = Command::new(&binary);
     command
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env("ACP_WRITES_DIR", dir);
