@@ -3,15 +3,21 @@
 //! directory (`renameat2(RENAME_EXCHANGE)`, thousands of times) while requests run; and a
 //! root given through a symlink answers in both of its forms.
 
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
-use acp_os::fs::{confine, open_dir, read_text_file, write_text_file, FsError, ReadBound, Roots};
+use acp_os::fs::{confine, read_text_file, write_text_file, FsError, ReadBound, Roots};
+// The swap race needs renameat2(RENAME_EXCHANGE): Linux only.
+#[cfg(target_os = "linux")]
+use {
+    acp_os::fs::open_dir,
+    std::ffi::CString,
+    std::os::unix::ffi::OsStrExt,
+    std::os::unix::fs::MetadataExt,
+    std::sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    std::sync::Arc,
+};
 
 fn sandbox(name: &str) -> PathBuf {
     let base = std::env::temp_dir().join(format!("acp-roots-{name}-{}", std::process::id()));
