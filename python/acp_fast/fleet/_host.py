@@ -1,0 +1,196 @@
+"""The host actor: one per node, async, running up to ``agents_per_host`` agents, each task a
+fresh `AsyncClient` journaled to a `JsonlJournal` on the host (fleet.md §3).
+
+Ray places it (SPREAD, the ``acp_slots`` resource) and carries its calls; this module only
+knows agents, sessions and journals. The client's host-death guard kills every agent group
+when this actor's process dies, SIGKILL included, so no agent outlives its host."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from .._agent_spec import AgentSpec
+from .._text import printable
+from ._record import Record
+from ._types import MESSAGE_LIMIT
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    message = printable(str(error))
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 1] + "…"
+    return type(error).__name__, message
+
+
+class Host:
+    """The actor's body (made a Ray actor class by `actor_class`; testable without Ray)."""
+
+    def __init__(self, index: int, spec: AgentSpec, slots: int, run_dir: str) -> None:
+        self.index = index
+        self.spec = spec
+        self.slots = slots
+        self.run_dir = run_dir
+        self.records: dict[tuple[str, int], Record] = {}
+        self.clients: dict[tuple[str, int], Any] = {}
+        self.running = 0
+        self.started = 0
+        self.closed = False
+        #: (began, ended) wall-clock seconds of every attempt run here, for admission checks.
+        self.spans: list[tuple[float, float]] = []
+
+    async def run_task(
+        self, task_id: str, attempt: int, cwd: str, prompts: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Runs one attempt of a task; every outcome is a value (a dict: the driver makes the
+        `TaskResult`)."""
+        from .. import _async
+        from ..journal import JsonlJournal
+
+        key = (task_id, attempt)
+        record = self._record(key)
+        journal_path = os.path.join(self.run_dir, f"{task_id}.{attempt}.jsonl")
+        out: dict[str, Any] = {"host": self.index, "journal": None, "ok": False}
+        self.running += 1
+        self.started += 1
+        began = time.time()
+        journal = None
+        client = None
+        try:
+            if self.closed:
+                raise RuntimeError("the fleet is closing")
+            os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
+            if os.path.exists(journal_path):  # never append to another attempt's journal
+                raise FileExistsError(f"journal {journal_path} already exists")
+            journal = JsonlJournal(journal_path, observer=record)
+            out["journal"] = journal_path
+            options = dict(self.spec.client_options)
+            client = _async.AsyncClient(
+                self.spec.command, self.spec.args, env=self.spec.env, cwd=cwd,
+                observer=journal, **options,
+            )  # fmt: skip
+            self.clients[key] = client
+            await client.start()
+            session = client.default_session
+            assert session is not None
+            responses: list[str] = []
+            stops: list[str] = []
+            for prompt in prompts:
+                result = await session.prompt(prompt)
+                responses.append(result.response)
+                stops.append(result.stop_reason)
+            out.update(ok=True, responses=tuple(responses), stop_reasons=tuple(stops))
+        except Exception as error:
+            out["error_type"], out["message"] = _describe(error)
+        finally:
+            self.clients.pop(key, None)
+            if client is not None:
+                try:
+                    await client.aclose()
+                except Exception:
+                    client.close()
+            if journal is not None:
+                journal.close()
+            record.finish()
+            out["updates"] = record.total
+            self.running -= 1
+            self.spans.append((began, time.time()))
+            del self.spans[:-10000]
+        return out
+
+    async def read(self, task_id: str, attempt: int, from_seq: int) -> tuple[bytes, bytes, bool]:
+        # The driver may ask before the attempt's call has begun here (another concurrency
+        # group): the record is made by whichever comes first.
+        return await self._record((task_id, attempt)).read(from_seq)
+
+    def _record(self, key: tuple[str, int]) -> Record:
+        record = self.records.get(key)
+        if record is None:
+            record = self.records[key] = Record(asyncio.get_running_loop())
+        return record
+
+    def stats(self) -> dict[str, Any]:
+        pids = [c.pid for c in self.clients.values() if c.pid is not None]
+        return {
+            "host": self.index,
+            "node": _node_id(),
+            "pid": os.getpid(),
+            "slots": self.slots,
+            "running": self.running,
+            "started": self.started,
+            "agent_pids": pids,
+            "spans": list(self.spans),
+        }
+
+    def cancel(self, task_id: str, attempt: int) -> bool:
+        client = self.clients.get((task_id, attempt))
+        if client is None:
+            return False
+        client.close()
+        return True
+
+    async def shutdown(self) -> None:
+        """Closes every agent (the fleet's close): nothing keeps running on this host."""
+        self.closed = True
+        for client in list(self.clients.values()):
+            client.close()
+
+
+def _node_id() -> str:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # outside Ray (the class used directly)
+        return ""
+
+
+def actor_class(slots: int, max_restarts: int) -> Any:
+    """`Host` as a Ray actor class: async, no CPU held (it waits on agents), the ``acp_slots``
+    resource for its agents, control calls in their own concurrency group so streams never
+    starve them, and no task retries (prompts are not idempotent: the fleet retries)."""
+    import ray
+
+    cls = ray.remote(
+        concurrency_groups={"control": 4, "stream": 1000},
+    )(_RayHost)
+    return cls.options(
+        num_cpus=0,
+        resources={"acp_slots": slots},
+        scheduling_strategy="SPREAD",
+        max_restarts=max_restarts,
+        max_task_retries=0,
+        max_concurrency=slots + 8,
+    )
+
+
+def _control(method: Any) -> Any:
+    import ray
+
+    return ray.method(concurrency_group="control")(method)
+
+
+def _stream(method: Any) -> Any:
+    import ray
+
+    return ray.method(concurrency_group="stream")(method)
+
+
+class _RayHost(Host):
+    @_stream
+    async def read(self, task_id: str, attempt: int, from_seq: int) -> tuple[bytes, bytes, bool]:
+        return await Host.read(self, task_id, attempt, from_seq)
+
+    @_control
+    async def stats(self) -> dict[str, Any]:  # type: ignore[override]
+        return Host.stats(self)
+
+    @_control
+    async def cancel(self, task_id: str, attempt: int) -> bool:  # type: ignore[override]
+        return Host.cancel(self, task_id, attempt)
+
+    @_control
+    async def shutdown(self) -> None:
+        await Host.shutdown(self)
