@@ -92,6 +92,7 @@ class Fleet:
         self._tasks: dict[str, _TaskState] = {}
         self._slot_freed: asyncio.Condition | None = None
         self._started_ray = False
+        self._registered = asyncio.Event()  # set (and replaced) whenever run() adds tasks
         self._closed = False
         self.peak_running = 0
         self._running = 0
@@ -99,10 +100,10 @@ class Fleet:
     # --- life ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._actors:
-            return
         if self._closed:
             raise RuntimeError("this Fleet is closed; make a new one")
+        if self._actors:
+            return
         if not ray.is_initialized():
             ray.init(
                 resources={"acp_slots": self.hosts * self.agents_per_host},
@@ -130,7 +131,8 @@ class Fleet:
         if self._closed:
             return
         self._closed = True
-        actors, self._actors = self._actors, []
+        self._registered.set()
+        actors = list(self._actors)  # kept: in-flight calls still name their host
         for index, actor in enumerate(actors):
             if index in self._dead:
                 continue
@@ -181,6 +183,8 @@ class Fleet:
         """After a call failed with the actor's death: ask Ray whether the host comes back
         (a restart; its next calls wait for it) or is gone for good (then no attempt is placed
         on it again)."""
+        if self._closed:
+            return
         try:
             await asyncio.wait_for(self._actors[host].stats.remote(), 60)
             return
@@ -218,6 +222,8 @@ class Fleet:
         retry = retry or Retry()
         for t in tasks:
             self._tasks[t.id] = _TaskState()
+        self._registered.set()
+        self._registered = asyncio.Event()
         admission = asyncio.Semaphore(limit)
 
         async def one(task: Task) -> TaskResult:
@@ -297,8 +303,11 @@ class Fleet:
         fails and the task is retried, the stream goes on with the next attempt from its first
         update (`Batch.attempt` says which). Ends when the task has finished."""
         state = self._tasks.get(task_id)
-        if state is None:
-            raise KeyError(f"no task {task_id!r} in this fleet (pass it to run() first)")
+        while state is None:  # run() may not have registered it yet: wait for it to
+            if self._closed:
+                raise KeyError(f"no task {task_id!r} in this fleet (it was never run)")
+            await self._registered.wait()
+            state = self._tasks.get(task_id)
         while True:
             if attempt is None:
                 while not state.attempts and not state.finished:
@@ -330,6 +339,8 @@ class Fleet:
 
     async def stats(self) -> list[dict[str, Any]]:
         """Each live host's counters (running agents, their pids, the host's pid)."""
+        if self._closed:
+            return []
         live = [(i, a) for i, a in enumerate(self._actors) if i not in self._dead]
         out = []
         for _, actor in live:

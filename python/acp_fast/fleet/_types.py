@@ -72,7 +72,8 @@ class Retry:
 @dataclass(frozen=True)
 class AttemptError:
     """Why one attempt failed: the error's type name and message, the host it ran on, and
-    the journal of the attempt (a path on that host; None when it never started)."""
+    the journal of the attempt (a path on that host's file system; when the host died, the
+    path the attempt writes to, which does not exist if it died before the attempt began)."""
 
     attempt: int
     error_type: str

@@ -1,0 +1,79 @@
+"""A real Ray cluster on this machine for the fleet tests: a head and a second raylet (two
+"nodes"), each offering ``acp_slots``. One cluster per module (Ray's state is per process);
+tests/fleet runs in a pytest process of its own (the ``fleet_own_process`` marker, see
+tests/fleet/README.md), so Ray's workers and global state never meet the other tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator
+
+import procinfo
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray has no wheel for this interpreter")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+SLOTS_PER_NODE = 16
+
+
+@contextlib.contextmanager
+def ray_cluster(env: dict[str, str]) -> Iterator[Cluster]:
+    """Two raylets with ``env`` in their environment (Ray reads its options from RAY_*)."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"acp_slots": SLOTS_PER_NODE},
+            "include_dashboard": False,
+        },
+    )
+    try:
+        cluster.add_node(num_cpus=1, resources={"acp_slots": SLOTS_PER_NODE})
+        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie is dead: only its exit status is left)."""
+    return procinfo.process_state(pid) not in (None, "Z")
+
+
+def wait_gone(pids: Iterable[int], within: float = 10.0) -> list[int]:
+    """The pids still alive after `within` seconds (checked every 50 ms)."""
+    pids = list(pids)
+    deadline = time.monotonic() + within
+    while True:
+        left = [pid for pid in pids if alive(pid)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fleet: needs a Ray cluster; run in a pytest process of its own "
+        "(`pytest -m 'not fleet'` for the rest, then `pytest tests/fleet`)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.path).startswith(here + os.sep):
+            item.add_marker(pytest.mark.fleet)

@@ -1,0 +1,196 @@
+"""Fleets on a real two-raylet Ray cluster, with Ray's own child cleanup off: what is proven
+here (no agent outlives its host) is acp-fast's host-death guard, not Ray's."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import acp_fast as acp
+import pytest
+from acp_fast import journal
+
+from .conftest import alive, ray, ray_cluster, wait_gone
+
+fleet = pytest.importorskip("acp_fast.fleet")
+
+DEATHS = ("ActorDiedError", "ActorUnavailableError")
+CLEANUP_OFF = {"RAY_kill_child_processes_on_worker_exit": "false"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[object]:
+    with ray_cluster(CLEANUP_OFF) as made:
+        yield made
+
+
+def spec(*extra: str) -> acp.AgentSpec:
+    command, args = acp.demo_agent_command()
+    return acp.AgentSpec(command, [*args, *extra])
+
+
+def journal_updates(path: str) -> list[tuple[int, bytes]]:
+    """(sequence, envelope) of every update the attempt's journal recorded."""
+    return [
+        (r.update_sequence, r.envelope.encode())
+        for r in journal.read(path)
+        if r.kind == journal.RecordKind.UPDATE
+    ]
+
+
+def max_overlap(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(b, 1) for b, _ in spans] + [(e, -1) for _, e in spans])
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_64_tasks_on_2_hosts_every_update_once_in_order(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        f = fleet.Fleet(spec(), hosts=2, agents_per_host=8, journal_dir=tmp_path)
+        async with f:
+            tasks = [fleet.Task(f"t{i}", tmp_path, [f"hello {i}", "again"]) for i in range(64)]
+            seen: dict[str, list[tuple[int, bytes]]] = {t.id: [] for t in tasks}
+
+            async def consume(task_id: str) -> None:
+                async for batch in f.stream(task_id):
+                    assert batch.attempt == 1
+                    seen[task_id].extend(batch.envelopes())
+
+            running = asyncio.ensure_future(f.run(tasks, max_concurrent=12))
+            consumers = [asyncio.ensure_future(consume(t.id)) for t in tasks]
+            results = await asyncio.wait_for(running, 120)
+            await asyncio.wait_for(asyncio.gather(*consumers), 30)
+            stats = await f.stats()
+        assert [r.id for r in results] == [t.id for t in tasks]
+        assert all(r.ok and r.attempts == 1 for r in results), [r for r in results if not r.ok]
+        assert {r.host for r in results} == {0, 1}
+        for r, t in zip(results, tasks, strict=True):
+            assert r.responses == (f"Hello! You said: {t.prompts[0]}.", "Hello! You said: again.")
+            assert r.journal is not None and os.path.dirname(r.journal) == f.run_dir
+            recorded = journal_updates(r.journal)
+            assert len(recorded) == r.updates > 0
+            # Exactly once, in order, byte for byte what the journal holds.
+            assert seen[t.id] == recorded
+        # Ray spread the two hosts over the two raylets.
+        assert len({s["node"] for s in stats}) == 2
+        # Admission: never more than 12 attempts at once across the hosts.
+        spans = [span for s in stats for span in s["spans"]]
+        assert len(spans) == 64 and max_overlap(spans) <= 12
+        assert f.peak_running <= 12
+
+    asyncio.run(main())
+
+
+def test_resume_from_a_sequence_loses_and_duplicates_nothing(
+    cluster: object, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        f = fleet.Fleet(spec("--flood-count", "3000"), hosts=1, agents_per_host=2,
+                        journal_dir=tmp_path)  # fmt: skip
+        async with f:
+            running = asyncio.ensure_future(f.run([fleet.Task("flood", tmp_path, ["go"])]))
+            first: list[tuple[int, bytes]] = []
+            async for batch in f.stream("flood"):
+                first.extend(batch.envelopes())
+                break  # the consumer goes away after one batch
+            resume_at = first[-1][0] + 1
+            rest: list[tuple[int, bytes]] = []
+            async for batch in f.stream("flood", from_seq=resume_at, attempt=1):
+                rest.extend(batch.envelopes())
+            (result,) = await running
+            # After the task ended: the whole record again, in batches of at most 1 MiB.
+            batches = [b async for b in f.stream("flood", from_seq=0)]
+        assert result.ok
+        recorded = journal_updates(result.journal or "")
+        assert len(recorded) >= 3000
+        assert first + rest == recorded
+        assert b"".join(b.data for b in batches) == b"".join(e + b"\n" for _, e in recorded)
+        assert all(len(b.data) <= (1 << 20) + 4096 for b in batches)
+        # Coalesced: far fewer Ray objects than updates.
+        assert len(batches) <= len(recorded) / 10
+
+    asyncio.run(main())
+
+
+def _kill_a_busy_host(how: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        # Slow turns (0.3 s per chunk), so the kill lands mid-turn.
+        f = fleet.Fleet(spec("--delay", "0.3"), hosts=2, agents_per_host=4,
+                        journal_dir=tmp_path, max_restarts=0 if how == "ray.kill" else 1)  # fmt: skip
+        async with f:
+            tasks = [fleet.Task(f"k{i}", tmp_path, ["tell me a long story"]) for i in range(4)]
+            running = asyncio.ensure_future(
+                f.run(tasks, retry=fleet.Retry(attempts=2, on=DEATHS))
+            )
+            victim: dict[str, object] = {}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                stats = {s["host"]: s for s in await f.stats()}
+                # Both of host 0's attempts under way (least-loaded: two tasks on each host).
+                if len(stats.get(0, {}).get("agent_pids", ())) == 2:
+                    victim = stats[0]
+                    break
+                await asyncio.sleep(0.05)
+            agents = list(victim["agent_pids"])  # type: ignore[call-overload]
+            assert agents and all(alive(pid) for pid in agents)
+            if how == "ray.kill":
+                ray.kill(f.actor(0), no_restart=True)
+            else:
+                os.kill(int(victim["pid"]), signal.SIGKILL)  # type: ignore[call-overload]
+            # No agent of the dead host survives it (the client's host-death guard).
+            assert wait_gone(agents, within=10.0) == []
+            results = await asyncio.wait_for(running, 120)
+        retried = [r for r in results if r.failures]
+        assert retried, "no task was running on the killed host"
+        for r in results:
+            assert r.ok, (r.failures[-1].error_type, r.failures[-1].message)
+        for r in retried:
+            (failure,) = r.failures
+            assert failure.error_type in DEATHS
+            assert failure.host == 0 and r.attempts == 2 and r.host == 1
+            # The failed attempt's journal is kept, and holds what was recorded before.
+            assert failure.journal is not None and os.path.exists(failure.journal)
+            assert any(r.kind == journal.RecordKind.SENT for r in journal.read(failure.journal))
+
+    asyncio.run(main())
+
+
+def test_ray_kill_of_a_busy_host(cluster: object, tmp_path: Path) -> None:
+    _kill_a_busy_host("ray.kill", tmp_path)
+
+
+def test_sigkill_of_a_busy_hosts_worker(cluster: object, tmp_path: Path) -> None:
+    _kill_a_busy_host("SIGKILL", tmp_path)
+
+
+def test_close_mid_run_leaves_nothing(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        f = fleet.Fleet(spec("--delay", "0.3"), hosts=2, agents_per_host=2, journal_dir=tmp_path)
+        await f.start()
+        tasks = [fleet.Task(f"c{i}", tmp_path, ["a long story please"]) for i in range(4)]
+        running = asyncio.ensure_future(f.run(tasks))
+        agents: list[int] = []
+        hosts: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(agents) < 4 and time.monotonic() < deadline:
+            stats = await f.stats()
+            agents = [pid for s in stats for pid in s["agent_pids"]]
+            hosts = [s["pid"] for s in stats]
+            await asyncio.sleep(0.05)
+        assert len(agents) == 4
+        await asyncio.wait_for(f.close(), 30)
+        await f.close()  # idempotent
+        results = await asyncio.wait_for(running, 30)
+        assert all(not r.ok for r in results)  # ended as values, not hanging
+        assert wait_gone(agents + hosts, within=10.0) == []
+        with pytest.raises(RuntimeError, match="closed"):
+            await f.start()
+
+    asyncio.run(main())
