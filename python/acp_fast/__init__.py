@@ -73,8 +73,8 @@ from ._types import (
 __version__: str = _core.__version__
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient, AsyncSession, Updates
     from ._agent_spec import AgentSpec
+    from ._async import AsyncClient, AsyncSession, Updates
     from .pool import AsyncPool, Pool, PoolStats
 
 # The asyncio client is loaded when first named: importing asyncio took half of `import

@@ -9,8 +9,9 @@ from array import array
 
 import acp_fast as acp
 import pytest
-from acp_fast.fleet import Batch, Retry, Task
-from acp_fast.fleet import _record
+
+pytest.importorskip("ray", reason="Ray has no wheel for this interpreter")
+from acp_fast.fleet import Batch, Retry, Task, _record
 from acp_fast.fleet._record import Record
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 try:
     import ray as _ray  # noqa: F401
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "acp_fast.fleet needs Ray: pip install 'acp-fast[ray]'"
-    ) from error
+    raise ImportError("acp_fast.fleet needs Ray: pip install 'acp-fast[ray]'") from error
 
 from .._agent_spec import AgentSpec
 from ._fleet import Fleet

@@ -110,7 +110,8 @@ class Fleet:
                 include_dashboard=False,
             )
             self._started_ray = True
-        have = ray.cluster_resources().get("acp_slots", 0)
+        resources: Any = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        have = resources.get("acp_slots", 0)
         if have < self.hosts * self.agents_per_host:
             raise RuntimeError(
                 f"the Ray cluster offers {have:g} acp_slots; {self.hosts} hosts of "
@@ -119,8 +120,7 @@ class Fleet:
             )
         cls = actor_class(self.agents_per_host, self.max_restarts)
         self._actors = [
-            cls.remote(i, self.agent, self.agents_per_host, self.run_dir)
-            for i in range(self.hosts)
+            cls.remote(i, self.agent, self.agents_per_host, self.run_dir) for i in range(self.hosts)
         ]
         self._load = [0] * self.hosts
         self._slot_freed = asyncio.Condition()
@@ -288,10 +288,15 @@ class Fleet:
             state.notify()
         last = failures[-1]
         return TaskResult(
-            id=task.id, ok=False, attempts=len(failures), host=last.host if last.host >= 0 else None,
-            journal=last.journal, error_type=last.error_type, message=last.message,
+            id=task.id,
+            ok=False,
+            attempts=len(failures),
+            host=last.host if last.host >= 0 else None,
+            journal=last.journal,
+            error_type=last.error_type,
+            message=last.message,
             failures=tuple(failures),
-        )  # fmt: skip
+        )
 
     # --- streaming -----------------------------------------------------------------------
 

@@ -153,9 +153,8 @@ def actor_class(slots: int, max_restarts: int) -> Any:
     starve them, and no task retries (prompts are not idempotent: the fleet retries)."""
     import ray
 
-    cls = ray.remote(
-        concurrency_groups={"control": 4, "stream": 1000},
-    )(_RayHost)
+    remote: Any = ray.remote  # its overloads do not list concurrency_groups
+    cls = remote(concurrency_groups={"control": 4, "stream": 1000})(_RayHost)
     return cls.options(
         num_cpus=0,
         resources={"acp_slots": slots},
@@ -184,11 +183,11 @@ class _RayHost(Host):
         return await Host.read(self, task_id, attempt, from_seq)
 
     @_control
-    async def stats(self) -> dict[str, Any]:  # type: ignore[override]
+    async def stats(self) -> dict[str, Any]:
         return Host.stats(self)
 
     @_control
-    async def cancel(self, task_id: str, attempt: int) -> bool:  # type: ignore[override]
+    async def cancel(self, task_id: str, attempt: int) -> bool:
         return Host.cancel(self, task_id, attempt)
 
     @_control

@@ -1,0 +1,77 @@
+"""What the fleet tests share: the demo agent's spec, a journal's updates, the kill drill."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import acp_fast as acp
+from acp_fast import fleet, journal
+
+from .conftest import alive, ray, wait_gone
+
+DEATHS = ("ActorDiedError", "ActorUnavailableError")
+
+
+def spec(*extra: str) -> acp.AgentSpec:
+    command, args = acp.demo_agent_command()
+    return acp.AgentSpec(command, [*args, *extra])
+
+
+def journal_updates(path: str) -> list[tuple[int, bytes]]:
+    """(sequence, envelope) of every update the attempt's journal recorded."""
+    return [
+        (r.update_sequence, r.envelope.encode())
+        for r in journal.read(path)
+        if r.kind == journal.RecordKind.UPDATE
+    ]
+
+
+def kill_a_busy_host(how: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        # Slow turns (0.3 s per chunk), so the kill lands mid-turn.
+        restarts = 0 if how == "ray.kill" else 1
+        f = fleet.Fleet(
+            spec("--delay", "0.3"),
+            hosts=2,
+            agents_per_host=4,
+            journal_dir=tmp_path,
+            max_restarts=restarts,
+        )
+        async with f:
+            tasks = [fleet.Task(f"k{i}", tmp_path, ["tell me a long story"]) for i in range(4)]
+            running = asyncio.ensure_future(f.run(tasks, retry=fleet.Retry(attempts=2, on=DEATHS)))
+            victim: dict[str, object] = {}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                stats = {s["host"]: s for s in await f.stats()}
+                # Both of host 0's attempts under way (least-loaded: two tasks on each host).
+                if len(stats.get(0, {}).get("agent_pids", ())) == 2:
+                    victim = stats[0]
+                    break
+                await asyncio.sleep(0.05)
+            agents = list(victim["agent_pids"])  # type: ignore[call-overload]
+            assert agents and all(alive(pid) for pid in agents)
+            if how == "ray.kill":
+                ray.kill(f.actor(0), no_restart=True)
+            else:
+                os.kill(int(victim["pid"]), signal.SIGKILL)  # type: ignore[call-overload]
+            # No agent of the dead host survives it (the client's host-death guard).
+            assert wait_gone(agents, within=10.0) == []
+            results = await asyncio.wait_for(running, 120)
+        retried = [r for r in results if r.failures]
+        assert retried, "no task was running on the killed host"
+        for r in results:
+            assert r.ok, (r.failures[-1].error_type, r.failures[-1].message)
+        for r in retried:
+            (failure,) = r.failures
+            assert failure.error_type in DEATHS
+            assert failure.host == 0 and r.attempts == 2 and r.host == 1
+            # The failed attempt's journal is kept, and holds what was recorded before.
+            assert failure.journal is not None and os.path.exists(failure.journal)
+            assert any(r.kind == journal.RecordKind.SENT for r in journal.read(failure.journal))
+
+    asyncio.run(main())
