@@ -44,6 +44,14 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
         async with f:
             tasks = [fleet.Task(f"k{i}", tmp_path, ["tell me a long story"]) for i in range(4)]
             running = asyncio.ensure_future(f.run(tasks, retry=fleet.Retry(attempts=2, on=DEATHS)))
+            seen: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+
+            async def consume(task_id: str) -> None:
+                # One stream per task, following it across attempts.
+                async for batch in f.stream(task_id):
+                    seen.setdefault((task_id, batch.attempt), []).extend(batch.envelopes())
+
+            consumers = [asyncio.ensure_future(consume(t.id)) for t in tasks]
             victim: dict[str, object] = {}
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -62,6 +70,7 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
             # No agent of the dead host survives it (the client's host-death guard).
             assert wait_gone(agents, within=10.0) == []
             results = await asyncio.wait_for(running, 120)
+            await asyncio.wait_for(asyncio.gather(*consumers), 30)
         retried = [r for r in results if r.failures]
         assert retried, "no task was running on the killed host"
         for r in results:
@@ -73,5 +82,14 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
             # The failed attempt's journal is kept, and holds what was recorded before.
             assert failure.journal is not None and os.path.exists(failure.journal)
             assert any(r.kind == journal.RecordKind.SENT for r in journal.read(failure.journal))
+            # The stream went on with the retry: all of attempt 2, and of attempt 1 a prefix
+            # of what its journal holds (the host died before the rest was streamed).
+            assert seen[(r.id, 2)] == journal_updates(r.journal or "")
+            first = seen.get((r.id, 1), [])
+            assert first == journal_updates(failure.journal)[: len(first)]
+        for r in results:
+            if not r.failures:
+                assert set(seen) & {(r.id, 2)} == set()
+                assert seen[(r.id, 1)] == journal_updates(r.journal or "")
 
     asyncio.run(main())

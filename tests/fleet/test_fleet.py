@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray has no wheel for this interpreter")
 
+import acp_fast as acp
 from acp_fast import fleet
 
 from .conftest import ray_cluster, wait_gone
@@ -134,5 +136,55 @@ def test_close_mid_run_leaves_nothing(cluster: object, tmp_path: Path) -> None:
         assert wait_gone(agents + hosts, within=10.0) == []
         with pytest.raises(RuntimeError, match="closed"):
             await f.start()
+
+    asyncio.run(main())
+
+
+def test_failures_are_values_and_retried_elsewhere(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        # An agent that exits at once: every attempt fails to connect.
+        broken = fleet.Fleet(
+            acp.AgentSpec(sys.executable, ["-c", "import sys; sys.stderr.write('no\\x1b[2J')"]),
+            hosts=2,
+            agents_per_host=2,
+            journal_dir=tmp_path,
+        )
+        async with broken:
+            retry = fleet.Retry(attempts=3, on=("ConnectError",), backoff=0.01)
+            (result,) = await asyncio.wait_for(
+                broken.run([fleet.Task("b1", tmp_path, ["hi"])], retry=retry), 60
+            )
+            # Not in `on`: one attempt only.
+            (once,) = await broken.run([fleet.Task("b2", tmp_path, ["hi"])])
+        assert not result.ok and result.attempts == 3
+        assert [f.error_type for f in result.failures] == ["ConnectError"] * 3
+        hosts = [f.host for f in result.failures]
+        assert hosts[0] != hosts[1] and hosts[1] != hosts[2]  # retried on the other host
+        assert result.error_type == "ConnectError" and result.message
+        assert "\x1b" not in result.message  # the agent's control bytes are not passed on
+        assert len({f.journal for f in result.failures}) == 3  # one journal per attempt
+        assert not once.ok and once.attempts == 1
+
+    asyncio.run(main())
+
+
+def test_cancelling_run_closes_its_agents(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        # Turns of half a minute (5 s a chunk): only the cancel can end them within 10 s.
+        f = fleet.Fleet(spec("--delay", "5"), hosts=1, agents_per_host=2, journal_dir=tmp_path)
+        async with f:
+            tasks = [fleet.Task(f"x{i}", tmp_path, ["a long story please"]) for i in range(2)]
+            running = asyncio.ensure_future(f.run(tasks))
+            agents: list[int] = []
+            deadline = time.monotonic() + 60
+            while len(agents) < 2 and time.monotonic() < deadline:
+                agents = [pid for s in await f.stats() for pid in s["agent_pids"]]
+                await asyncio.sleep(0.05)
+            assert len(agents) == 2
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            assert wait_gone(agents, within=10.0) == []  # while the fleet stays up
+            assert (await f.stats())[0]["agent_pids"] == []
 
     asyncio.run(main())

@@ -132,3 +132,15 @@ def test_record_never_blocks_the_writer_and_trims(monkeypatch: pytest.MonkeyPatc
         assert array("Q", seqs).tolist() == [1000]
 
     asyncio.run(main())
+
+
+def test_a_restarted_host_ends_streams_of_attempts_it_never_saw(tmp_path: object) -> None:
+    # After Ray restarted a host, a stream of an attempt its previous life ran must end, not
+    # wait forever for updates that will never come.
+    from acp_fast.fleet._host import Host
+
+    async def main() -> None:
+        host = Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
+        assert await asyncio.wait_for(host.read("t", 1, 0, True), 5) == (b"", b"", True)
+
+    asyncio.run(main())

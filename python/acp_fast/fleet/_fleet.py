@@ -251,10 +251,13 @@ class Fleet:
                 attempt = _Attempt(number, host)
                 state.attempts.append(attempt)
                 state.notify()
+                actor = self._actors[host]
                 try:
-                    out = await self._actors[host].run_task.remote(
-                        task.id, number, task.cwd, task.prompts
-                    )
+                    out = await actor.run_task.remote(task.id, number, task.cwd, task.prompts)
+                except asyncio.CancelledError:
+                    # Awaiting a Ray call and cancelling does not stop it: close the agent.
+                    actor.cancel.remote(task.id, number)
+                    raise
                 except RayActorError as error:
                     await self._mark_dead(host)
                     journal = os.path.join(self.run_dir, f"{task.id}.{number}.jsonl")
@@ -325,7 +328,7 @@ class Fleet:
             seq = from_seq
             while True:
                 try:
-                    data, seqs, ended = await actor.read.remote(task_id, attempt, seq)
+                    data, seqs, ended = await actor.read.remote(task_id, attempt, seq, current.done)
                 except RayActorError:
                     break  # the host died: the attempt ended there
                 if seqs:

@@ -100,9 +100,15 @@ class Host:
             del self.spans[:-10000]
         return out
 
-    async def read(self, task_id: str, attempt: int, from_seq: int) -> tuple[bytes, bytes, bool]:
+    async def read(
+        self, task_id: str, attempt: int, from_seq: int, finished: bool = False
+    ) -> tuple[bytes, bytes, bool]:
         # The driver may ask before the attempt's call has begun here (another concurrency
-        # group): the record is made by whichever comes first.
+        # group): the record is made by whichever comes first. An attempt the driver knows
+        # has finished and this process never saw ran in the host's previous life (Ray
+        # restarted it): what it recorded is in its journal only.
+        if finished and (task_id, attempt) not in self.records:
+            return b"", b"", True
         return await self._record((task_id, attempt)).read(from_seq)
 
     def _record(self, key: tuple[str, int]) -> Record:
@@ -179,8 +185,10 @@ def _stream(method: Any) -> Any:
 
 class _RayHost(Host):
     @_stream
-    async def read(self, task_id: str, attempt: int, from_seq: int) -> tuple[bytes, bytes, bool]:
-        return await Host.read(self, task_id, attempt, from_seq)
+    async def read(
+        self, task_id: str, attempt: int, from_seq: int, finished: bool = False
+    ) -> tuple[bytes, bytes, bool]:
+        return await Host.read(self, task_id, attempt, from_seq, finished)
 
     @_control
     async def stats(self) -> dict[str, Any]:
