@@ -118,7 +118,8 @@ def test_close_mid_run_leaves_nothing(cluster: object, tmp_path: Path) -> None:
     async def main() -> None:
         f = fleet.Fleet(spec("--delay", "0.3"), hosts=2, agents_per_host=2, journal_dir=tmp_path)
         await f.start()
-        tasks = [fleet.Task(f"c{i}", tmp_path, ["a long story please"]) for i in range(4)]
+        # Six tasks for four slots: two wait for a slot when the fleet closes.
+        tasks = [fleet.Task(f"c{i}", tmp_path, ["a long story please"]) for i in range(6)]
         running = asyncio.ensure_future(f.run(tasks))
         agents: list[int] = []
         hosts: list[int] = []
@@ -186,5 +187,17 @@ def test_cancelling_run_closes_its_agents(cluster: object, tmp_path: Path) -> No
                 await running
             assert wait_gone(agents, within=10.0) == []  # while the fleet stays up
             assert (await f.stats())[0]["agent_pids"] == []
+
+    asyncio.run(main())
+
+
+def test_hosts_that_cannot_be_placed_fail_start_clearly(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        # 20 slots on one node: no node offers that many (16 each), though the cluster does.
+        f = fleet.Fleet(spec(), hosts=1, agents_per_host=20, journal_dir=tmp_path,
+                        start_timeout=3.0)  # fmt: skip
+        with pytest.raises(RuntimeError, match="acp_slots on one node"):
+            await asyncio.wait_for(f.start(), 30)
+        await f.close()
 
     asyncio.run(main())

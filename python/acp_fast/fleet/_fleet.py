@@ -59,6 +59,7 @@ class Fleet:
         journal_dir: Where each host writes its journals: ``<journal_dir>/<run id>/<task
             id>.<attempt>.jsonl`` on that host's file system.
         max_restarts: How often Ray restarts a host actor whose process died.
+        start_timeout: How long `start` waits for every host actor to be placed and answer.
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class Fleet:
         pool: Mapping[str, Any] | None = None,
         journal_dir: str | os.PathLike[str],
         max_restarts: int = 3,
+        start_timeout: float = 120.0,
     ) -> None:
         if not isinstance(agent, AgentSpec):
             raise TypeError(f"agent must be an acp_fast.AgentSpec, not {type(agent).__name__}")
@@ -84,6 +86,7 @@ class Fleet:
         self.hosts = hosts
         self.agents_per_host = agents_per_host
         self.max_restarts = max_restarts
+        self.start_timeout = start_timeout
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(4)
         self.run_dir = os.path.join(os.path.abspath(os.fspath(journal_dir)), self.run_id)
         self._actors: list[Any] = []
@@ -105,10 +108,13 @@ class Fleet:
         if self._actors:
             return
         if not ray.is_initialized():
-            ray.init(
-                resources={"acp_slots": self.hosts * self.agents_per_host},
-                include_dashboard=False,
-            )
+            if os.environ.get("RAY_ADDRESS"):
+                ray.init()  # the cluster named there, with the acp_slots its nodes offer
+            else:
+                ray.init(
+                    resources={"acp_slots": self.hosts * self.agents_per_host},
+                    include_dashboard=False,
+                )
             self._started_ray = True
         resources: Any = ray.cluster_resources()  # type: ignore[no-untyped-call]
         have = resources.get("acp_slots", 0)
@@ -124,7 +130,19 @@ class Fleet:
         ]
         self._load = [0] * self.hosts
         self._slot_freed = asyncio.Condition()
-        await asyncio.gather(*(a.stats.remote() for a in self._actors))  # all placed
+        try:  # every host placed and answering
+            await asyncio.wait_for(
+                asyncio.gather(*(a.stats.remote() for a in self._actors)), self.start_timeout
+            )
+        except (TimeoutError, RayActorError) as error:
+            for actor in self._actors:
+                ray.kill(actor, no_restart=True)
+            self._actors = []
+            raise RuntimeError(
+                f"the {self.hosts} host actors did not all start within {self.start_timeout} s "
+                f"({type(error).__name__}): each needs {self.agents_per_host} acp_slots on one "
+                "node; see ray status for what the nodes offer"
+            ) from error
 
     async def close(self) -> None:
         """Closes every agent and ends every host actor; idempotent."""
@@ -132,6 +150,9 @@ class Fleet:
             return
         self._closed = True
         self._registered.set()
+        if self._slot_freed is not None:
+            async with self._slot_freed:  # attempts waiting for a slot end now, as values
+                self._slot_freed.notify_all()
         actors = list(self._actors)  # kept: in-flight calls still name their host
         for index, actor in enumerate(actors):
             if index in self._dead:
