@@ -201,3 +201,34 @@ def test_hosts_that_cannot_be_placed_fail_start_clearly(cluster: object, tmp_pat
         await f.close()
 
     asyncio.run(main())
+
+
+def test_replay_agents_across_hosts_stream_the_recording(cluster: object, tmp_path: Path) -> None:
+    # A demo conversation recorded by the fleet, then played back by 16 replay agents over 2
+    # hosts: every stream carries the recorded updates, byte for byte, once, in order.
+    async def main() -> None:
+        recorder = fleet.Fleet(spec(), hosts=1, agents_per_host=1, journal_dir=tmp_path)
+        async with recorder:
+            (recorded,) = await recorder.run([fleet.Task("rec", tmp_path, ["hello", "again"])])
+        assert recorded.ok and recorded.journal
+        original = [envelope for _, envelope in journal_updates(recorded.journal)]
+        replay = acp.AgentSpec(sys.executable, ["-m", "acp_fast.replay_agent", recorded.journal])
+        f = fleet.Fleet(replay, hosts=2, agents_per_host=4, journal_dir=tmp_path)
+        async with f:
+            tasks = [fleet.Task(f"p{i}", tmp_path, ["hello", "again"]) for i in range(16)]
+            seen: dict[str, list[bytes]] = {t.id: [] for t in tasks}
+
+            async def consume(task_id: str) -> None:
+                async for batch in f.stream(task_id):
+                    seen[task_id] += [envelope for _, envelope in batch.envelopes()]
+
+            consumers = [asyncio.ensure_future(consume(t.id)) for t in tasks]
+            results = await asyncio.wait_for(f.run(tasks), 120)
+            await asyncio.wait_for(asyncio.gather(*consumers), 30)
+        assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+        assert {r.host for r in results} == {0, 1}
+        for r in results:
+            assert r.responses == recorded.responses
+            assert seen[r.id] == original
+
+    asyncio.run(main())
