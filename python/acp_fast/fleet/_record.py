@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .._core import Update
 
+#: Sizes are counted in characters of the envelopes (bytes for the ASCII JSON agents send).
 FULL = 16 * 1024
 QUIET = 0.002
 LONGEST = 0.050
@@ -34,7 +35,7 @@ class Record:
         self._loop = loop
         self._thread = threading.get_ident()
         self.seqs = array("Q")
-        self.lines: list[bytes] = []
+        self.lines: list[str] = []
         self.arrived: list[float] = []
         self.retained_bytes = 0
         self.dropped = 0  # updates forgotten from the front (beyond RETAINED)
@@ -44,11 +45,12 @@ class Record:
 
     # The journal's wrapped observer: called for every update after the journal recorded it.
     def on_update(self, update: Update) -> None:
-        line = update.envelope.encode("utf-8", "surrogatepass") + b"\n"
+        # Kept as the str the core made: encoded once per batch, not once per update.
+        line = update.envelope
         self.seqs.append(update.update_sequence)
         self.lines.append(line)
         self.arrived.append(time.monotonic())
-        self.retained_bytes += len(line)
+        self.retained_bytes += len(line) + 1
         self.total += 1
         if self.retained_bytes > RETAINED:
             self._trim()
@@ -67,7 +69,7 @@ class Record:
     def _trim(self) -> None:
         cut = 0
         while self.retained_bytes > RETAINED // 2 and cut < len(self.lines):
-            self.retained_bytes -= len(self.lines[cut])
+            self.retained_bytes -= len(self.lines[cut]) + 1
             cut += 1
         del self.seqs[:cut], self.lines[:cut], self.arrived[:cut]
         self.dropped += cut
@@ -103,7 +105,7 @@ class Record:
             # younger than LONGEST.
             first = self.arrived[start]
             while not self.done:
-                pending = sum(len(line) for line in self.lines[start : start + 256])
+                pending = sum(len(line) + 1 for line in self.lines[start : start + 256])
                 if pending >= FULL:
                     break
                 left = first + LONGEST - time.monotonic()
@@ -113,7 +115,10 @@ class Record:
         end = start
         size = 0
         while end < len(self.lines) and (size < LARGEST or end == start):
-            size += len(self.lines[end])
+            size += len(self.lines[end]) + 1
             end += 1
         ended = self.done and end >= len(self.lines)
-        return b"".join(self.lines[start:end]), self.seqs[start:end].tobytes(), ended
+        if end == start:
+            return b"", b"", ended
+        data = ("\n".join(self.lines[start:end]) + "\n").encode("utf-8", "surrogatepass")
+        return data, self.seqs[start:end].tobytes(), ended
