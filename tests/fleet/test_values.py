@@ -144,3 +144,30 @@ def test_a_restarted_host_ends_streams_of_attempts_it_never_saw(tmp_path: object
         assert await asyncio.wait_for(host.read("t", 1, 0, True), 5) == (b"", b"", True)
 
     asyncio.run(main())
+
+
+def test_a_host_forgets_old_finished_attempts_and_says_where_they_are(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thousands of tasks on one host: the finished ones' updates must not pile up in memory;
+    # a late stream of a forgotten attempt is told to read its journal, never given nothing.
+    from acp_fast.fleet import _host
+
+    monkeypatch.setattr(_host, "FINISHED_RETAINED", 10_000)
+
+    async def main() -> None:
+        host = _host.Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
+        for i in range(5):
+            key = (f"t{i}", 1)
+            record = host._record(key)
+            for seq in range(1, 11):
+                record.on_update(_Update(seq, 999))  # type: ignore[arg-type]
+            record.finish()
+            host._forget_old(key, f"/j/t{i}.1.jsonl")
+        assert sorted(host.records) == [("t4", 1)]
+        with pytest.raises(LookupError, match=r"/j/t0\.1\.jsonl"):
+            await host.read("t0", 1, 0, True)
+        _, seqs, ended = await host.read("t4", 1, 0, True)
+        assert ended and array("Q", seqs).tolist() == list(range(1, 11))
+
+    asyncio.run(main())

@@ -17,6 +17,9 @@ from .._text import printable
 from ._record import Record
 from ._types import MESSAGE_LIMIT
 
+#: What a host keeps in memory of its finished attempts' updates, for late streams.
+FINISHED_RETAINED = 256 * 1024 * 1024
+
 
 def _describe(error: BaseException) -> tuple[str, str]:
     message = printable(str(error))
@@ -34,6 +37,9 @@ class Host:
         self.slots = slots
         self.run_dir = run_dir
         self.records: dict[tuple[str, int], Record] = {}
+        #: Finished attempts whose records were dropped to bound memory (their journal stays).
+        self.forgotten: dict[tuple[str, int], str] = {}
+        self.journals: dict[tuple[str, int], str] = {}
         self.clients: dict[tuple[str, int], Any] = {}
         self.running = 0
         self.started = 0
@@ -94,6 +100,7 @@ class Host:
             if journal is not None:
                 journal.close()
             record.finish()
+            self._forget_old(key, journal_path)
             out["updates"] = record.total
             self.running -= 1
             self.spans.append((began, time.time()))
@@ -107,9 +114,28 @@ class Host:
         # group): the record is made by whichever comes first. An attempt the driver knows
         # has finished and this process never saw ran in the host's previous life (Ray
         # restarted it): what it recorded is in its journal only.
-        if finished and (task_id, attempt) not in self.records:
+        key = (task_id, attempt)
+        if key in self.forgotten:
+            raise LookupError(
+                f"task {task_id!r} attempt {attempt} finished long ago and its updates are no "
+                f"longer in the host's memory: read its journal {self.forgotten[key]}"
+            )
+        if finished and key not in self.records:
             return b"", b"", True
         return await self._record((task_id, attempt)).read(from_seq)
+
+    def _forget_old(self, done: tuple[str, int], journal_path: str) -> None:
+        """Keeps the records of finished attempts within FINISHED_RETAINED bytes, dropping the
+        oldest first (a host runs thousands of tasks; their journals hold everything)."""
+        self.journals[done] = journal_path
+        finished = [(k, r) for k, r in self.records.items() if r.done]
+        total = sum(r.retained_bytes for _, r in finished)
+        for key, record in finished:  # dicts keep insertion order: oldest first
+            if total <= FINISHED_RETAINED:
+                break
+            total -= record.retained_bytes
+            del self.records[key]
+            self.forgotten[key] = self.journals.pop(key, "")
 
     def _record(self, key: tuple[str, int]) -> Record:
         record = self.records.get(key)
