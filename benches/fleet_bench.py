@@ -16,6 +16,8 @@ Rows:
   its first update from the agent (the journal's record time; same machine, same clock).
 - Ray objects per update: batches returned through Ray / updates (each batch is one object).
 - host RSS per agent: the host actor's RSS growth with its agents running, per agent.
+- driver fan-in ceiling: small replies from the hosts (a batch is one) the driver takes per
+  second with 64 calls in flight: how many batches/s one consumer can take at most.
 
 Needs the ``ray`` extra; starts a local Ray (2 CPUs, no dashboard) and stops it at the end.
 """
@@ -105,6 +107,21 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         await asyncio.gather(*consumers)
         elapsed = time.perf_counter() - began
         sampler.cancel()
+        # The driver's fan-in ceiling: small host replies (a batch is one) one driver takes per
+        # second, 64 calls in flight, from every host.
+        actors = [f.actor(i) for i in range(hosts)]
+        calls = 0
+        fan_began = time.perf_counter()
+
+        async def caller(index: int) -> None:
+            nonlocal calls
+            actor = actors[index % hosts]
+            for _ in range(50):
+                await actor.stats.remote()
+                calls += 1
+
+        await asyncio.gather(*(caller(i) for i in range(64)))
+        fan_in = calls / (time.perf_counter() - fan_began)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     latencies = []
     for r in results:
@@ -122,6 +139,7 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         "p50": latencies[len(latencies) // 2],
         "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "rss_per_agent": (peak_rss - idle_rss) / max(1, per_host * hosts),
+        "fan_in": fan_in,
     }
 
 
@@ -158,6 +176,7 @@ def main() -> None:
     )
     print(f"Ray objects per update:    {got['batches'] / got['updates']:.4f} "
           f"({got['batches']:.0f} batches for {got['updates']:.0f} updates)")  # fmt: skip
+    print(f"driver fan-in ceiling:     {got['fan_in']:12,.0f} replies/s (64 in flight)")
     print(f"host RSS per agent:        {got['rss_per_agent'] / 2**20:.1f} MiB")
 
 
