@@ -6,6 +6,7 @@ import asyncio
 import pickle
 import sys
 from array import array
+from pathlib import Path
 
 import acp_fast as acp
 import pytest
@@ -171,3 +172,22 @@ def test_a_host_forgets_old_finished_attempts_and_says_where_they_are(
         assert ended and array("Q", seqs).tolist() == list(range(1, 11))
 
     asyncio.run(main())
+
+
+def test_a_planted_run_directory_is_refused(tmp_path: Path) -> None:
+    # Someone made the run's directory a symlink to elsewhere: the host journals nothing
+    # through it, and the attempt ends as a value saying why.
+    from acp_fast.fleet._host import Host
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.symlink_to(elsewhere)
+
+    async def main() -> dict[str, object]:
+        host = Host(0, acp.AgentSpec(sys.executable, ["-c", "pass"]), 2, str(run_dir))
+        return await host.run_task("t", 1, str(tmp_path), ("hi",))
+
+    out = asyncio.run(main())
+    assert out["ok"] is False and out["error_type"] == "PermissionError"
+    assert list(elsewhere.iterdir()) == []

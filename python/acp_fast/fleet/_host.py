@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 from typing import Any
 
@@ -19,6 +20,16 @@ from ._types import MESSAGE_LIMIT
 
 #: What a host keeps in memory of its finished attempts' updates, for late streams.
 FINISHED_RETAINED = 256 * 1024 * 1024
+
+
+def _check_own_directory(path: str) -> None:
+    """The run's directory must be a real directory of ours: never write journals through a
+    symlink or into a directory another user planted at that name."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise PermissionError(
+            f"{printable(path)} is not a directory owned by this user; refusing to journal there"
+        )
 
 
 def _describe(error: BaseException) -> tuple[str, str]:
@@ -68,6 +79,7 @@ class Host:
             if self.closed:
                 raise RuntimeError("the fleet is closing")
             os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
+            _check_own_directory(self.run_dir)
             if os.path.exists(journal_path):  # never append to another attempt's journal
                 raise FileExistsError(f"journal {journal_path} already exists")
             journal = JsonlJournal(journal_path, observer=record)
