@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterable, Iterator
 
@@ -45,6 +46,10 @@ def ray_cluster(env: dict[str, str]) -> Iterator[object]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        # ray.init() with the raylet subreaper option sets SIGCHLD to SIG_IGN in this process
+        # too (from C++: signal.getsignal() still says SIG_DFL), and leaves it so: every child
+        # started afterwards would be reaped by the kernel and its exit status lost. Restore it.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
