@@ -8,8 +8,11 @@ when this actor's process dies, SIGKILL included, so no agent outlives its host.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
+import signal
 import stat
+import sys
 import time
 from typing import Any
 
@@ -20,6 +23,22 @@ from ._types import MESSAGE_LIMIT
 
 #: What a host keeps in memory of its finished attempts' updates, for late streams.
 FINISHED_RETAINED = 256 * 1024 * 1024
+
+
+def _reap_own_children() -> None:
+    """Ray's raylet subreaper option leaves SIGCHLD ignored in its workers (inherited from the
+    raylet): the kernel then reaps our agents and terminals by itself and their exit statuses
+    are lost (an agent that exited with 3 would be reported killed). Put the default back,
+    from C (the actor's thread is not the main one, where Python's signal.signal must run);
+    a real handler someone installed is left alone."""
+    if sys.platform not in ("linux", "darwin"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    previous = libc.signal(signal.SIGCHLD, 0)  # SIG_DFL
+    if previous not in (None, 0, 1):  # neither SIG_DFL nor SIG_IGN: a handler; restore it
+        libc.signal(signal.SIGCHLD, previous)
 
 
 def _check_own_directory(path: str) -> None:
@@ -43,6 +62,7 @@ class Host:
     """The actor's body (made a Ray actor class by `actor_class`; testable without Ray)."""
 
     def __init__(self, index: int, spec: AgentSpec, slots: int, run_dir: str) -> None:
+        _reap_own_children()
         self.index = index
         self.spec = spec
         self.slots = slots
