@@ -77,19 +77,24 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
             assert r.ok, (r.failures[-1].error_type, r.failures[-1].message)
         for r in retried:
             (failure,) = r.failures
-            assert failure.error_type in DEATHS
-            assert failure.host == 0 and r.attempts == 2 and r.host == 1
-            # The failed attempt's journal is kept, and holds what was recorded before.
-            assert failure.journal is not None and os.path.exists(failure.journal)
-            assert any(r.kind == journal.RecordKind.SENT for r in journal.read(failure.journal))
-            # The stream went on with the retry: all of attempt 2, and of attempt 1 a prefix
-            # of what its journal holds (the host died before the rest was streamed).
-            assert seen[(r.id, 2)] == journal_updates(r.journal or "")
+            assert failure.error_type in DEATHS, failure
+            assert failure.host == 0 and r.attempts == 2 and r.host == 1, r
+            # The failed attempt's journal is kept and opens cleanly: a gap-free prefix of what
+            # was recorded (a host killed with SIGKILL may not have written the last batch).
+            assert failure.journal is not None and os.path.exists(failure.journal), failure
+            numbers = [record.number for record in journal.read(failure.journal)]
+            assert numbers == list(range(1, len(numbers) + 1)), numbers
+            # The stream went on with the retry: all of attempt 2, as its journal holds it.
+            assert seen.get((r.id, 2)) == journal_updates(r.journal or ""), (r, sorted(seen))
             first = seen.get((r.id, 1), [])
-            assert first == journal_updates(failure.journal)[: len(first)]
+            # Both are prefixes of the same updates: the stream may be ahead of the journal's
+            # file (a batch not yet written when the host was killed), or behind it.
+            kept = journal_updates(failure.journal)
+            shorter, longer = sorted((first, kept), key=len)
+            assert shorter == longer[: len(shorter)], "attempt 1: stream and journal disagree"
         for r in results:
             if not r.failures:
-                assert set(seen) & {(r.id, 2)} == set()
-                assert seen[(r.id, 1)] == journal_updates(r.journal or "")
+                assert set(seen) & {(r.id, 2)} == set(), r
+                assert seen.get((r.id, 1)) == journal_updates(r.journal or ""), (r, sorted(seen))
 
     asyncio.run(main())

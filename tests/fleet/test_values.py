@@ -143,6 +143,12 @@ def test_a_restarted_host_ends_streams_of_attempts_it_never_saw(tmp_path: object
     async def main() -> None:
         host = Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
         assert await asyncio.wait_for(host.read("t", 1, 0, True), 5) == (b"", b"", True)
+        # Even when an earlier read (sent before the driver knew the attempt was over) made
+        # an empty record for it in the new process.
+        early = asyncio.ensure_future(host.read("u", 1, 0, False))
+        await asyncio.sleep(0.01)
+        assert await asyncio.wait_for(host.read("u", 1, 0, True), 5) == (b"", b"", True)
+        early.cancel()
 
     asyncio.run(main())
 
@@ -161,6 +167,7 @@ def test_a_host_forgets_old_finished_attempts_and_says_where_they_are(
         for i in range(5):
             key = (f"t{i}", 1)
             record = host._record(key)
+            host.began.add(key)
             for seq in range(1, 11):
                 record.on_update(_Update(seq, 999))  # type: ignore[arg-type]
             record.finish()

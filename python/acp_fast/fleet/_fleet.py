@@ -356,7 +356,9 @@ class Fleet:
                     batch = Batch(task_id, attempt, data, seqs)
                     seq = batch.last_seq + 1
                     yield batch
-                if ended:
+                if ended or (not seqs and current.done):
+                    # Nothing more: a read of a finished attempt that found nothing came from
+                    # a host Ray restarted (the attempt ran in its previous life).
                     break
             # Next attempt, if the task goes on.
             while len(state.attempts) <= attempt and not state.finished:

@@ -71,6 +71,8 @@ class Host:
         #: Finished attempts whose records were dropped to bound memory (their journal stays).
         self.forgotten: dict[tuple[str, int], str] = {}
         self.journals: dict[tuple[str, int], str] = {}
+        #: Attempts run_task began in this process (a read may make a record before that).
+        self.began: set[tuple[str, int]] = set()
         self.clients: dict[tuple[str, int], Any] = {}
         self.running = 0
         self.started = 0
@@ -88,6 +90,7 @@ class Host:
 
         key = (task_id, attempt)
         record = self._record(key)
+        self.began.add(key)
         journal_path = os.path.join(self.run_dir, f"{task_id}.{attempt}.jsonl")
         out: dict[str, Any] = {"host": self.index, "journal": None, "ok": False}
         self.running += 1
@@ -152,7 +155,7 @@ class Host:
                 f"task {task_id!r} attempt {attempt} finished long ago and its updates are no "
                 f"longer in the host's memory: read its journal {self.forgotten[key]}"
             )
-        if finished and key not in self.records:
+        if finished and key not in self.began:
             return b"", b"", True
         return await self._record((task_id, attempt)).read(from_seq)
 
