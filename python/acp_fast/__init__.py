@@ -73,6 +73,7 @@ from ._types import (
 __version__: str = _core.__version__
 
 if TYPE_CHECKING:
+    from ._agent_spec import AgentSpec
     from ._async import AsyncClient, AsyncSession, Updates
     from .pool import AsyncPool, Pool, PoolStats
 
@@ -86,6 +87,11 @@ _POOL_NAMES = frozenset({"Pool", "AsyncPool", "PoolStats"})
 
 
 def __getattr__(name: str) -> object:
+    if name == "AgentSpec":  # loaded when first named (acp_fast.fleet's spec of an agent)
+        from ._agent_spec import AgentSpec
+
+        globals()[name] = AgentSpec
+        return AgentSpec
     if name in _POOL_NAMES:
         from . import pool
 
@@ -102,7 +108,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _ASYNC_NAMES | _POOL_NAMES)
+    return sorted(set(globals()) | _ASYNC_NAMES | _POOL_NAMES | {"AgentSpec"})
 
 
 __all__ = [
@@ -111,6 +117,7 @@ __all__ = [
     "TOOL_KINDS",
     "AcpError",
     "AgentProtocolError",
+    "AgentSpec",
     "AgentTransportFailed",
     "AsyncClient",
     "AsyncPool",

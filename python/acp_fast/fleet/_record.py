@@ -1,0 +1,124 @@
+"""What a host keeps of one attempt's updates for its streams, and how it coalesces them into
+batches (fleet.md §3): a batch leaves at 16 KiB, after a 2 ms quiet gap, or 50 ms after its
+first update at most; what piled up meanwhile (a batch in flight) goes out at once, up to
+1 MiB. The agent is never blocked: updates are appended as they are journaled, whatever the
+consumers do."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import threading
+import time
+from array import array
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._core import Update
+
+#: Sizes are counted in characters of the envelopes (bytes for the ASCII JSON agents send).
+FULL = 16 * 1024
+QUIET = 0.002
+LONGEST = 0.050
+LARGEST = 1024 * 1024
+#: How long a read waits for a first update before returning an empty batch (so a consumer
+#: that went away does not pin a call on the host forever).
+POLL = 5.0
+#: What one attempt keeps in memory for its streams; older updates are read from its journal.
+RETAINED = 64 * 1024 * 1024
+
+
+class Record:
+    """The updates of one attempt, in journal order, as the journal's observer saw them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.get_ident()
+        self.seqs = array("Q")
+        self.lines: list[str] = []
+        self.arrived: list[float] = []
+        self.retained_bytes = 0
+        self.dropped = 0  # updates forgotten from the front (beyond RETAINED)
+        self.total = 0
+        self.done = False
+        self._changed = asyncio.Event()
+
+    # The journal's wrapped observer: called for every update after the journal recorded it.
+    def on_update(self, update: Update) -> None:
+        # Kept as the str the core made: encoded once per batch, not once per update.
+        line = update.envelope
+        self.seqs.append(update.update_sequence)
+        self.lines.append(line)
+        self.arrived.append(time.monotonic())
+        self.retained_bytes += len(line) + 1
+        self.total += 1
+        if self.retained_bytes > RETAINED:
+            self._trim()
+        self._wake()
+
+    def finish(self) -> None:
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if threading.get_ident() == self._thread:
+            self._changed.set()
+        else:
+            self._loop.call_soon_threadsafe(self._changed.set)
+
+    def _trim(self) -> None:
+        cut = 0
+        while self.retained_bytes > RETAINED // 2 and cut < len(self.lines):
+            self.retained_bytes -= len(self.lines[cut]) + 1
+            cut += 1
+        del self.seqs[:cut], self.lines[:cut], self.arrived[:cut]
+        self.dropped += cut
+
+    def _index(self, from_seq: int) -> int:
+        return bisect.bisect_left(self.seqs, from_seq)
+
+    async def _wait(self, timeout: float) -> bool:
+        """Waits for a change at most `timeout` seconds; True when one came."""
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
+    async def read(self, from_seq: int) -> tuple[bytes, bytes, bool]:
+        """The next batch from `from_seq`: (lines, sequences as array("Q") bytes, ended).
+        Empty lines with ended=False: nothing arrived within POLL seconds (ask again)."""
+        if self.seqs and from_seq < self.seqs[0] and self.dropped:
+            raise LookupError(
+                f"updates before sequence {self.seqs[0]} are no longer in memory; "
+                "read them from the attempt's journal"
+            )
+        start = self._index(from_seq)
+        began = time.monotonic()
+        while start >= len(self.lines) and not self.done:
+            if not await self._wait(POLL - (time.monotonic() - began)):
+                return b"", b"", False
+            start = self._index(from_seq)
+        if start < len(self.lines):
+            # Coalesce: wait while below FULL, the flow not quiet and the first pending update
+            # younger than LONGEST.
+            first = self.arrived[start]
+            while not self.done:
+                pending = sum(len(line) + 1 for line in self.lines[start : start + 256])
+                if pending >= FULL:
+                    break
+                left = first + LONGEST - time.monotonic()
+                if left <= 0 or not await self._wait(min(QUIET, left)):
+                    break  # 50 ms reached, or 2 ms quiet
+                start = self._index(from_seq)  # trimming may have moved the front
+        end = start
+        size = 0
+        while end < len(self.lines) and (size < LARGEST or end == start):
+            size += len(self.lines[end]) + 1
+            end += 1
+        ended = self.done and end >= len(self.lines)
+        if end == start:
+            return b"", b"", ended
+        data = ("\n".join(self.lines[start:end]) + "\n").encode("utf-8", "surrogatepass")
+        return data, self.seqs[start:end].tobytes(), ended

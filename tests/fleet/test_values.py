@@ -1,0 +1,200 @@
+"""The fleet's values and the host's coalescing, without a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import sys
+from array import array
+from pathlib import Path
+
+import acp_fast as acp
+import pytest
+
+pytest.importorskip("ray", reason="Ray has no wheel for this interpreter")
+from acp_fast.fleet import Batch, Retry, Task, _record
+from acp_fast.fleet._record import Record
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["../x", "a/b", ".hidden", "-rf", "", "x" * 129, "t\n1", "t\x1b[2J", "ü", 17, None],
+)
+def test_hostile_task_ids_are_refused(bad: object) -> None:
+    # A task id names journal files on the hosts: nothing that leaves the run's directory,
+    # hides, starts like an option or carries control bytes.
+    with pytest.raises(ValueError, match="task id"):
+        Task(bad, "/tmp", ["hi"])  # type: ignore[arg-type]
+
+
+def test_task_checks_prompts() -> None:
+    with pytest.raises(TypeError):
+        Task("t", "/tmp", "one string")
+    with pytest.raises(ValueError):
+        Task("t", "/tmp", [])
+    assert Task("t-1.a_b", "/tmp", ["a", "b"]).prompts == ("a", "b")
+
+
+def test_retry_checks_and_backs_off() -> None:
+    with pytest.raises(ValueError):
+        Retry(attempts=0)
+    with pytest.raises(TypeError):
+        Retry(on="ActorDiedError")  # type: ignore[arg-type]
+    retry = Retry(attempts=5, backoff=2.0)
+    assert [retry.delay(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert Retry(attempts=9, backoff=10.0).delay(8) == 60.0
+
+
+def test_agent_spec_is_checked_and_pickles() -> None:
+    command, args = acp.demo_agent_command()
+    spec = acp.AgentSpec(command, args, env={"A": "1"}, client_options={"cancel_grace": 1.0})
+    back = pickle.loads(pickle.dumps(spec))
+    assert back == spec and back.args == tuple(args)
+    assert dict(back.client_options) == {"cancel_grace": 1.0}
+    with pytest.raises(ValueError, match="observer"):
+        acp.AgentSpec(command, client_options={"observer": object()})
+    with pytest.raises(TypeError):
+        acp.AgentSpec(command, args="-m acp_fast.demo_agent")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        acp.AgentSpec(command, env={"A=B": "1"})
+    with pytest.raises(ValueError):
+        acp.AgentSpec("")
+    assert acp.AgentSpec(sys.executable).env is None
+
+
+def test_batch_envelopes() -> None:
+    seqs = array("Q", [4, 5, 6]).tobytes()
+    batch = Batch("t", 1, b'{"a":1}\n{"b":2}\n{"c":3}\n', seqs)
+    assert (batch.first_seq, batch.last_seq, len(batch)) == (4, 6, 3)
+    assert list(batch.envelopes()) == [(4, b'{"a":1}'), (5, b'{"b":2}'), (6, b'{"c":3}')]
+
+
+class _Update:
+    def __init__(self, seq: int, size: int) -> None:
+        self.update_sequence = seq
+        self.envelope = "x" * size
+
+
+def test_record_batches_at_16k_and_caps_at_1mib() -> None:
+    async def main() -> None:
+        record = Record(asyncio.get_running_loop())
+        for seq in range(1, 3001):
+            record.on_update(_Update(seq, 999))  # type: ignore[arg-type]
+        # Everything is there already: one read takes up to 1 MiB, not just 16 KiB.
+        data, seqs, ended = await record.read(1)
+        count = len(seqs) // 8
+        assert not ended and len(data) >= _record.LARGEST and count < 3000
+        assert array("Q", seqs).tolist() == list(range(1, count + 1))
+        record.finish()
+        got = array("Q", seqs).tolist()
+        reads = 1
+        while not ended:
+            data, seqs, ended = await record.read(got[-1] + 1)
+            assert len(data) <= _record.LARGEST + 1000
+            got += array("Q", seqs).tolist()
+            reads += 1
+        assert got == list(range(1, 3001)) and reads == 3  # 3 MB in 1 MiB batches
+        # A resume past the end returns the end at once.
+        assert await record.read(3001) == (b"", b"", True)
+
+    asyncio.run(main())
+
+
+def test_record_waits_for_updates_and_for_the_quiet_gap() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        record = Record(loop)
+        reader = asyncio.ensure_future(record.read(1))
+        await asyncio.sleep(0.01)
+        assert not reader.done()  # nothing recorded yet: the read waits
+        for seq in (1, 2, 3):
+            record.on_update(_Update(seq, 10))  # type: ignore[arg-type]
+        data, seqs, ended = await asyncio.wait_for(reader, 5)
+        assert array("Q", seqs).tolist() == [1, 2, 3] and not ended
+        assert data == b"x" * 10 + b"\n" + b"x" * 10 + b"\n" + b"x" * 10 + b"\n"
+
+    asyncio.run(main())
+
+
+def test_record_never_blocks_the_writer_and_trims(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No consumer at all: recording goes on (bounded memory); what was trimmed is refused
+    # with a pointer to the journal rather than silently skipped.
+    monkeypatch.setattr(_record, "RETAINED", 64 * 1024)
+
+    async def main() -> None:
+        record = Record(asyncio.get_running_loop())
+        for seq in range(1, 1001):
+            record.on_update(_Update(seq, 1000))  # type: ignore[arg-type]
+        assert record.total == 1000 and record.retained_bytes <= 64 * 1024
+        with pytest.raises(LookupError, match="journal"):
+            await record.read(1)
+        record.finish()
+        _, seqs, _ = await record.read(1000)
+        assert array("Q", seqs).tolist() == [1000]
+
+    asyncio.run(main())
+
+
+def test_a_restarted_host_ends_streams_of_attempts_it_never_saw(tmp_path: object) -> None:
+    # After Ray restarted a host, a stream of an attempt its previous life ran must end, not
+    # wait forever for updates that will never come.
+    from acp_fast.fleet._host import Host
+
+    async def main() -> None:
+        host = Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
+        assert await asyncio.wait_for(host.read("t", 1, 0, True), 5) == (b"", b"", True)
+        # Even when an earlier read (sent before the driver knew the attempt was over) made
+        # an empty record for it in the new process.
+        early = asyncio.ensure_future(host.read("u", 1, 0, False))
+        await asyncio.sleep(0.01)
+        assert await asyncio.wait_for(host.read("u", 1, 0, True), 5) == (b"", b"", True)
+        early.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_host_forgets_old_finished_attempts_and_says_where_they_are(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thousands of tasks on one host: the finished ones' updates must not pile up in memory;
+    # a late stream of a forgotten attempt is told to read its journal, never given nothing.
+    from acp_fast.fleet import _host
+
+    monkeypatch.setattr(_host, "FINISHED_RETAINED", 10_000)
+
+    async def main() -> None:
+        host = _host.Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
+        for i in range(5):
+            key = (f"t{i}", 1)
+            record = host._record(key)
+            host.began.add(key)
+            for seq in range(1, 11):
+                record.on_update(_Update(seq, 999))  # type: ignore[arg-type]
+            record.finish()
+            host._forget_old(key, f"/j/t{i}.1.jsonl")
+        assert sorted(host.records) == [("t4", 1)]
+        with pytest.raises(LookupError, match=r"/j/t0\.1\.jsonl"):
+            await host.read("t0", 1, 0, True)
+        _, seqs, ended = await host.read("t4", 1, 0, True)
+        assert ended and array("Q", seqs).tolist() == list(range(1, 11))
+
+    asyncio.run(main())
+
+
+def test_a_planted_run_directory_is_refused(tmp_path: Path) -> None:
+    # Someone made the run's directory a symlink to elsewhere: the host journals nothing
+    # through it, and the attempt ends as a value saying why.
+    from acp_fast.fleet._host import Host
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.symlink_to(elsewhere)
+
+    async def main() -> dict[str, object]:
+        host = Host(0, acp.AgentSpec(sys.executable, ["-c", "pass"]), 2, str(run_dir))
+        return await host.run_task("t", 1, str(tmp_path), ("hi",))
+
+    out = asyncio.run(main())
+    assert out["ok"] is False and out["error_type"] == "PermissionError"
+    assert list(elsewhere.iterdir()) == []
