@@ -49,8 +49,8 @@ class AsyncPool:
     def __init__(
         self,
         command: str | os.PathLike[str],
-        *,
         args: Sequence[str] = (),
+        *,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         client_options: Mapping[str, Any] | None = None,
