@@ -321,4 +321,6 @@ def test_the_loop_drains_the_stderr_tail_under_uvloop(tmp_path: Path) -> None:
             return client.stderr_tail(), _tasks()
 
     tail, tasks = uvloop.run(main())
-    assert (tail, tasks) == ("agent says hi\n", before)
+    assert tail == "agent says hi\n"
+    # No thread added (one an earlier test left may end meanwhile: at most as many as before).
+    assert tasks <= before, (tasks, before)
