@@ -356,29 +356,24 @@ class Chat:
 
     def _mode(self, wanted: str) -> None:
         assert self.session is not None
-        modes = self.session.modes
-        if wanted:
-            self.session.set_mode(wanted)
-            say(f"acp-fast: mode {printable_line(wanted)}")
-            return
-        if not modes.available:
-            say("acp-fast: the agent offers no modes")
-        for mode in modes.available:
-            mark = "*" if mode.id == modes.current else " "
-            say(f" {mark} {printable_line(mode.id)}  {printable_line(mode.name)}")
+        self._choose("mode", self.session.modes, self.session.set_mode, wanted)
 
     def _model(self, wanted: str) -> None:
         assert self.session is not None
-        models = self.session.models
+        self._choose("model", self.session.models, self.session.set_model, wanted)
+
+    @staticmethod
+    def _choose(what: str, offered: Any, choose: Any, wanted: str) -> None:
+        """`/mode` and `/model`: set the one named, or list what the agent offers."""
         if wanted:
-            self.session.set_model(wanted)
-            say(f"acp-fast: model {printable_line(wanted)}")
+            choose(wanted)
+            say(f"acp-fast: {what} {printable_line(wanted)}")
             return
-        if not models.available:
-            say("acp-fast: the agent offers no models")
-        for model in models.available:
-            mark = "*" if model.id == models.current else " "
-            say(f" {mark} {printable_line(model.id)}  {printable_line(model.name)}")
+        if not offered.available:
+            say(f"acp-fast: the agent offers no {what}s")
+        for option in offered.available:
+            mark = "*" if option.id == offered.current else " "
+            say(f" {mark} {printable_line(option.id)}  {printable_line(option.name)}")
 
     def _config(self, rest: str) -> None:
         assert self.session is not None
