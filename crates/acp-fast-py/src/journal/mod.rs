@@ -1,51 +1,126 @@
-//! The hot path of `acp_fast.journal`: on the reader's thread a record is its fields and a copy
-//! of its bytes (a lock, no JSON, no Python string work); a thread of the writer's own makes
-//! the lines and stores them in batches, so the reader pays for keeping the record, not for
-//! making or storing it.
+//! The journal writers' Python face over `acp-journal` (which makes the records, batches and
+//! syncs them, and stores them in a JSONL file or a SQLite database, with no Python): this
+//! layer converts Python values, releases the GIL while the journal waits, and raises the
+//! journal's failures as `acp_fast.journal.JournalError`.
 //!
-//! - `lines`: the record format (one JSON object a line) both kinds store, and the pending
-//!   records it is made from.
-//! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
-//! - `sync`: fsync "batch" as a group commit, on a thread of its own.
-//! - `jsonl`: `JournalWriter`, the lines appended to a file.
-//! - `sqlite`: `SqliteWriter`, a batch of lines a row (LZ4-packed: `pack`), through the very
-//!   SQLite `sqlite3` calls (`sqlite_api`).
+//! - `jsonl`: `JournalWriter` over the crate's JSONL store.
+//! - `sqlite`: `SqliteWriter` over its SQLite store.
+//! - `pack`: `pack_records` / `unpack_records`, a SQLite batch's packing for the Python side.
 //!
-//! The Python side opens and checks a journal (header or schema, torn tail, last record), and
-//! makes the rare records' text (permission and activity fields, wire lines). When the
-//! observer is a journal, the driver hands it each update directly (`Hook`): no Python call for
-//! the journal's part.
+//! When the observer is a journal, the driver hands it each update directly (`Hook`): no
+//! Python call for the journal's part.
 
-mod batch;
 mod jsonl;
-mod lines;
 mod pack;
 mod sqlite;
-mod sqlite_api;
-mod sync;
 
+pub(crate) use acp_journal::{Envelope, UpdateRecord};
 pub(crate) use jsonl::JournalWriter;
-pub(crate) use lines::{Envelope, UpdateRecord};
 pub(crate) use pack::{pack_records, unpack_records};
 pub(crate) use sqlite::SqliteWriter;
 
 use std::cell::Cell;
 
-use batch::now_ns;
-use lines::record_update;
-use pyo3::exceptions::PyValueError;
+use acp_journal::{
+    looks_like_an_object, now_ns, record_update, Core, Error, Fsync, Lines, Session, Store, Waiting,
+};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use sync::Fsync;
+use pyo3::types::PyString;
+
+use crate::update::Update;
+
+/// The journal waits (for the disk, its threads) with the GIL released.
+struct Gil<'py>(Python<'py>);
+
+impl Waiting for Gil<'_> {
+    fn wait<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        self.0.detach(work)
+    }
+}
 
 fn fsync_mode(fsync: &str) -> PyResult<Fsync> {
-    match fsync {
-        "every" => Ok(Fsync::Every),
-        "batch" => Ok(Fsync::Batch),
-        "never" => Ok(Fsync::Never),
-        other => Err(PyValueError::new_err(format!(
-            "fsync must be one of every, batch, never, not {other:?}"
-        ))),
+    fsync.parse().map_err(PyValueError::new_err)
+}
+
+/// A journal failure as Python sees it: `acp_fast.journal.JournalError(path, what)`, or the
+/// caller's mistake (a record kind too long: ValueError), or no thread (RuntimeError).
+fn raise(py: Python<'_>, path: &str, error: Error) -> PyErr {
+    let what = error.to_string();
+    match error {
+        Error::Kind { .. } => return PyValueError::new_err(what),
+        Error::Start(_) => return PyRuntimeError::new_err(what),
+        _ => {}
     }
+    let made = py
+        .import("acp_fast.journal")
+        .and_then(|module| module.getattr("JournalError"))
+        .and_then(|class| class.call1((path, what.as_str())));
+    match made {
+        Ok(error) => PyErr::from_value(error),
+        Err(error) => error,
+    }
+}
+
+/// A writer's core and the path its errors name.
+struct Journal<S: Store<Batch = Lines, Hot = Session>> {
+    core: Core<S>,
+    path: String,
+}
+
+impl<S: Store<Batch = Lines, Hot = Session>> Journal<S> {
+    fn check(&self, py: Python<'_>, done: Result<(), Error>) -> PyResult<()> {
+        done.map_err(|error| raise(py, &self.path, error))
+    }
+
+    fn update(&self, py: Python<'_>, record: UpdateRecord<'_>, time: u64) -> PyResult<()> {
+        self.check(py, record_update(&self.core, &Gil(py), record, time))
+    }
+
+    /// Records an `Update` object (a Python call of a writer's `update`). Its envelope is
+    /// embedded verbatim when it looks like one line holding a JSON object (the core's always
+    /// are: it parsed them); anything else (a made-up Update) is stored as a JSON string, as
+    /// Python would encode it. Not a full parse: that would cost about what the rest does.
+    fn python_update(&self, py: Python<'_>, update: &Bound<'_, Update>) -> PyResult<()> {
+        let fields = update.get();
+        let envelope = fields.envelope.bind(py);
+        let session = fields.session_id.bind(py).to_str()?;
+        let quoted;
+        let envelope = match envelope.to_str() {
+            Ok(text) if looks_like_an_object(text.as_bytes()) => {
+                Envelope::Verbatim(text.as_bytes())
+            }
+            _ => {
+                quoted = json_dumps(py, envelope)?;
+                Envelope::Quoted(&quoted)
+            }
+        };
+        let record = UpdateRecord {
+            epoch: fields.transport_epoch,
+            sequence: fields.update_sequence,
+            session,
+            envelope,
+        };
+        self.update(py, record, now_ns())
+    }
+
+    fn other(&self, py: Python<'_>, kind: &str, epoch: Option<u64>, rest: &[u8]) -> PyResult<()> {
+        let done = acp_journal::record_other(&self.core, &Gil(py), kind, epoch, rest);
+        self.check(py, done)
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.check(py, self.core.flush(&Gil(py)))
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.check(py, self.core.close(&Gil(py)))
+    }
+}
+
+fn json_dumps(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {
+    let dumped = py.import("json")?.getattr("dumps")?.call1((text,))?;
+    Ok(dumped.cast::<PyString>()?.to_str()?.as_bytes().to_vec())
 }
 
 /// A core journal writer the driver records updates into directly.
@@ -96,8 +171,8 @@ impl Hook {
             self.read_ns.set(time);
         }
         match &self.writer {
-            Writer::Jsonl(writer) => record_update(&writer.get().core, py, update, time),
-            Writer::Sqlite(writer) => record_update(&writer.get().core, py, update, time),
+            Writer::Jsonl(writer) => writer.get().journal.update(py, update, time),
+            Writer::Sqlite(writer) => writer.get().journal.update(py, update, time),
         }
     }
 
