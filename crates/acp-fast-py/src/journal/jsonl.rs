@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{fsync_mode, raise, Journal};
+use super::writer::{fsync_mode, raise, Journal};
 use crate::update::Update;
 
 /// The writer of a JSONL journal (`acp_fast.journal.JsonlJournal`).

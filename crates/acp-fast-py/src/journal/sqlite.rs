@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyLookupError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{fsync_mode, raise, Journal};
+use super::writer::{fsync_mode, raise, Journal};
 use crate::update::Update;
 
 /// The writer of a SQLite journal (`acp_fast.journal.SqliteJournal`).
