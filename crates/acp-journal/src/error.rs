@@ -40,3 +40,39 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn each_kind_says_what_happened() {
+        let said = [
+            (
+                Error::Foreign { owner: 7 },
+                "the journal belongs to process 7",
+            ),
+            (Error::Closed, "the journal is closed"),
+            (
+                Error::Earlier("EIO".into()),
+                "an earlier write failed (EIO)",
+            ),
+            (Error::Write("EIO".into()), "cannot write: EIO"),
+            (
+                Error::Lost("EIO".into()),
+                "records were lost: a write failed (EIO)",
+            ),
+            (
+                Error::Kind {
+                    kind: "k\n".into(),
+                    max: 32,
+                },
+                r#"a record kind is at most 32 bytes, not "k\n""#,
+            ),
+            (Error::Start("EAGAIN".into()), "cannot start: EAGAIN"),
+        ];
+        for (error, text) in said {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+}
