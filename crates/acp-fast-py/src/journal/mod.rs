@@ -1,52 +1,31 @@
-//! The hot path of `acp_fast.journal`: on the reader's thread a record is its fields and a copy
-//! of its bytes (a lock, no JSON, no Python string work); a thread of the writer's own makes
-//! the lines and stores them in batches, so the reader pays for keeping the record, not for
-//! making or storing it.
+//! The journal writers' Python face over `acp-journal` (which makes the records, batches and
+//! syncs them, and stores them in a JSONL file or a SQLite database, with no Python): this
+//! layer converts Python values, releases the GIL while the journal waits, and raises the
+//! journal's failures as `acp_fast.journal.JournalError`.
 //!
-//! - `lines`: the record format (one JSON object a line) both kinds store, and the pending
-//!   records it is made from.
-//! - `batch`: pending records, the batch thread, flush, close, fork (over any `Store`).
-//! - `sync`: fsync "batch" as a group commit, on a thread of its own.
-//! - `jsonl`: `JournalWriter`, the lines appended to a file.
-//! - `sqlite`: `SqliteWriter`, a batch of lines a row (LZ4-packed: `pack`), through the very
-//!   SQLite `sqlite3` calls (`sqlite_api`).
+//! - `writer`: what both writers share: a `Core` and the path its errors name, the GIL released
+//!   while the journal waits, errors raised by kind, an `Update` object made a record.
+//! - `jsonl`: `JournalWriter` over the crate's JSONL store.
+//! - `sqlite`: `SqliteWriter` over its SQLite store.
+//! - `pack`: `pack_records` / `unpack_records`, a SQLite batch's packing for the Python side.
 //!
-//! The Python side opens and checks a journal (header or schema, torn tail, last record), and
-//! makes the rare records' text (permission and activity fields, wire lines). When the
-//! observer is a journal, the driver hands it each update directly (`Hook`): no Python call for
-//! the journal's part.
+//! When the observer is a journal, the driver hands it each update directly (`Hook`): no
+//! Python call for the journal's part.
 
-mod batch;
 mod jsonl;
-mod lines;
 mod pack;
 mod sqlite;
-mod sqlite_api;
-mod sync;
+mod writer;
 
+pub(crate) use acp_journal::{Envelope, UpdateRecord};
 pub(crate) use jsonl::JournalWriter;
-pub(crate) use lines::{Envelope, UpdateRecord};
 pub(crate) use pack::{pack_records, unpack_records};
 pub(crate) use sqlite::SqliteWriter;
 
 use std::cell::Cell;
 
-use batch::now_ns;
-use lines::record_update;
-use pyo3::exceptions::PyValueError;
+use acp_journal::now_ns;
 use pyo3::prelude::*;
-use sync::Fsync;
-
-fn fsync_mode(fsync: &str) -> PyResult<Fsync> {
-    match fsync {
-        "every" => Ok(Fsync::Every),
-        "batch" => Ok(Fsync::Batch),
-        "never" => Ok(Fsync::Never),
-        other => Err(PyValueError::new_err(format!(
-            "fsync must be one of every, batch, never, not {other:?}"
-        ))),
-    }
-}
 
 /// A core journal writer the driver records updates into directly.
 pub(crate) struct Hook {
@@ -96,8 +75,8 @@ impl Hook {
             self.read_ns.set(time);
         }
         match &self.writer {
-            Writer::Jsonl(writer) => record_update(&writer.get().core, py, update, time),
-            Writer::Sqlite(writer) => record_update(&writer.get().core, py, update, time),
+            Writer::Jsonl(writer) => writer.get().journal.update(py, update, time),
+            Writer::Sqlite(writer) => writer.get().journal.update(py, update, time),
         }
     }
 

@@ -1,4 +1,6 @@
-//! The SQLite library the standard library's `sqlite3` calls, bound at run time.
+//! The SQLite library the standard library's `sqlite3` calls, bound at run time: the functions
+//! the writer calls, as a struct of function pointers looked up by `dlsym`. No Python here: the
+//! binding names the library (the file of the loaded `_sqlite3` module), this finds it.
 //!
 //! Never a second SQLite: two SQLite libraries in one process do not see each other's POSIX
 //! locks, so a `sqlite3` connection to the journal closing in this process would checkpoint and
@@ -16,13 +18,15 @@ pub(crate) const SQLITE_DONE: c_int = 101;
 const SQLITE_OPEN_READWRITE: c_int = 0x0000_0002;
 const SQLITE_OPEN_NOMUTEX: c_int = 0x0000_8000;
 
+/// A connection (`sqlite3 *`).
 pub(crate) type Db = c_void;
+/// A prepared statement (`sqlite3_stmt *`).
 pub(crate) type Stmt = c_void;
 
 /// The functions the writer uses, from the SQLite `sqlite3` calls.
-pub(crate) struct Api {
+pub struct Api {
     open_v2: unsafe extern "C" fn(*const c_char, *mut *mut Db, c_int, *const c_char) -> c_int,
-    pub close_v2: unsafe extern "C" fn(*mut Db) -> c_int,
+    pub(crate) close_v2: unsafe extern "C" fn(*mut Db) -> c_int,
     exec: unsafe extern "C" fn(
         *mut Db,
         *const c_char,
@@ -37,15 +41,15 @@ pub(crate) struct Api {
         *mut *mut Stmt,
         *mut *const c_char,
     ) -> c_int,
-    pub bind_int64: unsafe extern "C" fn(*mut Stmt, c_int, i64) -> c_int,
+    pub(crate) bind_int64: unsafe extern "C" fn(*mut Stmt, c_int, i64) -> c_int,
     /// The last argument is the destructor; null is `SQLITE_STATIC` (the bytes outlive the
     /// step that reads them).
-    pub bind_blob:
+    pub(crate) bind_blob:
         unsafe extern "C" fn(*mut Stmt, c_int, *const c_void, c_int, *const c_void) -> c_int,
-    pub bind_null: unsafe extern "C" fn(*mut Stmt, c_int) -> c_int,
-    pub step: unsafe extern "C" fn(*mut Stmt) -> c_int,
-    pub reset: unsafe extern "C" fn(*mut Stmt) -> c_int,
-    pub finalize: unsafe extern "C" fn(*mut Stmt) -> c_int,
+    pub(crate) bind_null: unsafe extern "C" fn(*mut Stmt, c_int) -> c_int,
+    pub(crate) step: unsafe extern "C" fn(*mut Stmt) -> c_int,
+    pub(crate) reset: unsafe extern "C" fn(*mut Stmt) -> c_int,
+    pub(crate) finalize: unsafe extern "C" fn(*mut Stmt) -> c_int,
     errmsg: unsafe extern "C" fn(*mut Db) -> *const c_char,
     busy_timeout: unsafe extern "C" fn(*mut Db, c_int) -> c_int,
 }
@@ -63,21 +67,51 @@ unsafe fn symbol<T: Copy>(handle: *mut c_void, name: &CStr) -> Result<T, String>
 }
 
 impl Api {
-    /// Binds the SQLite that `module` (the already loaded `_sqlite3` extension) calls, if it is
-    /// the version `sqlite3` reports and built thread-safe.
+    /// Binds the SQLite that `module` (an already loaded library: the binding gives the
+    /// `_sqlite3` extension's file) calls, if it is of version number `version` (what Python's
+    /// `sqlite3` reports) and built thread-safe. Never loads anything.
     pub fn bind(module: &str, version: c_int) -> Result<Api, String> {
-        let path = CString::new(module).map_err(|_| "a NUL in the path".to_owned())?;
         // SAFETY: RTLD_NOLOAD only looks up an object already loaded; the handle is never
         // closed (the module stays loaded for the process's life, as `sqlite3` keeps it).
-        let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        let handle = unsafe { Api::handle(module, libc::RTLD_NOW | libc::RTLD_NOLOAD)? };
+        // SAFETY: a handle dlopen returned.
+        unsafe { Api::from_handle(handle, module, Some(version)) }
+    }
+
+    /// Loads the SQLite library `library` (say, `libsqlite3.so.0`) and binds it. For a process
+    /// with no other SQLite (tests, tools): where Python's `sqlite3` may open the journal, bind
+    /// its own library with `bind` instead (two SQLite libraries in one process do not see
+    /// each other's locks). The library stays loaded.
+    pub fn load(library: &str) -> Result<Api, String> {
+        // SAFETY: loading a shared library runs its initialisers: SQLite's are plain.
+        let handle = unsafe { Api::handle(library, libc::RTLD_NOW | libc::RTLD_LOCAL)? };
+        // SAFETY: a handle dlopen returned.
+        unsafe { Api::from_handle(handle, library, None) }
+    }
+
+    /// # Safety
+    /// As `dlopen` with these flags.
+    unsafe fn handle(library: &str, flags: c_int) -> Result<*mut c_void, String> {
+        let path = CString::new(library).map_err(|_| "a NUL in the path".to_owned())?;
+        let handle = libc::dlopen(path.as_ptr(), flags);
         if handle.is_null() {
-            return Err(format!("{module} is not loaded"));
+            return Err(format!("{library} is not loaded"));
         }
+        Ok(handle)
+    }
+
+    /// # Safety
+    /// `handle` is a live `dlopen` handle (never closed while the `Api` is used).
+    unsafe fn from_handle(
+        handle: *mut c_void,
+        module: &str,
+        version: Option<c_int>,
+    ) -> Result<Api, String> {
         // SAFETY: each type below is the C signature of the named SQLite function.
         unsafe {
             let number: unsafe extern "C" fn() -> c_int =
                 symbol(handle, c"sqlite3_libversion_number")?;
-            if number() != version {
+            if let Some(version) = version.filter(|&version| number() != version) {
                 return Err(format!("{module} calls SQLite {}, not {version}", number()));
             }
             let threadsafe: unsafe extern "C" fn() -> c_int =
@@ -103,7 +137,7 @@ impl Api {
     }
 
     /// The connection's last error.
-    pub fn error(&self, db: *mut Db) -> String {
+    pub(crate) fn error(&self, db: *mut Db) -> String {
         // SAFETY: `db` is an open connection; errmsg returns a NUL-terminated string it owns.
         unsafe {
             let message = (self.errmsg)(db);
@@ -115,7 +149,7 @@ impl Api {
     }
 
     /// Opens an existing database for writing (no create: the caller made it).
-    pub fn open(&self, path: &str, busy_ms: c_int) -> Result<*mut Db, String> {
+    pub(crate) fn open(&self, path: &str, busy_ms: c_int) -> Result<*mut Db, String> {
         let path = CString::new(path).map_err(|_| "a NUL in the path".to_owned())?;
         let mut db = std::ptr::null_mut();
         // SAFETY: a valid path and out-pointer; on failure the handle is closed below.
@@ -142,7 +176,7 @@ impl Api {
         Ok(db)
     }
 
-    pub fn exec(&self, db: *mut Db, sql: &CStr) -> Result<(), String> {
+    pub(crate) fn exec(&self, db: *mut Db, sql: &CStr) -> Result<(), String> {
         // SAFETY: `db` is open and `sql` NUL-terminated; no callback.
         let status = unsafe {
             (self.exec)(
@@ -160,7 +194,7 @@ impl Api {
         }
     }
 
-    pub fn prepare(&self, db: *mut Db, sql: &CStr) -> Result<*mut Stmt, String> {
+    pub(crate) fn prepare(&self, db: *mut Db, sql: &CStr) -> Result<*mut Stmt, String> {
         let mut statement = std::ptr::null_mut();
         // SAFETY: `db` is open, `sql` NUL-terminated (-1: read to the NUL).
         let status = unsafe {

@@ -4,21 +4,21 @@
 //! before it returns (fsync "every", records that are not updates, flush, close).
 //!
 //! Batches are taken from the pending records while the store is locked, so they reach the
-//! store whole and in order. Lock order: store, then pending; no lock is held while the GIL is
-//! taken (`Core` releases the GIL before it waits for the store).
+//! store whole and in order. Lock order: store, then pending. Whatever waits (for the store,
+//! the disk, the batch thread) runs inside the caller's `Waiting`, which the binding makes
+//! release the GIL: no lock of the journal is held while the GIL is taken.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::PyRuntimeError;
-use pyo3::prelude::*;
-
-use super::sync::{Fsync, Syncs};
+use crate::error::Error;
+use crate::locks::lock;
+use crate::sync::{Fsync, Syncs};
 
 /// The batch thread stores a batch once this many bytes of records are pending ...
-pub(crate) const BATCH_BYTES: usize = 512 << 10;
+pub const BATCH_BYTES: usize = 512 << 10;
 /// ... or when its oldest record has waited this long.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A store slower than the reader (the thread still busy with the last batch): at this many
@@ -26,23 +26,33 @@ const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// neither stores them itself, which would put the store's CPU on the reader's thread, nor
 /// lets them grow). So what a crash can lose before the OS has it stays under 1 MiB besides
 /// the batch being stored.
-pub(crate) const MAX_PENDING_BYTES: usize = 1 << 20;
+pub const MAX_PENDING_BYTES: usize = 1 << 20;
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while a lock was held leaves plain records and counters: still usable.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub(crate) fn now_ns() -> u64 {
+/// Nanoseconds since the Unix epoch (0 before it): a record's time.
+pub fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
+/// How a caller waits while the journal works (stores, syncs, joins its threads): the binding
+/// releases the GIL for the work (`Python::detach`); `Plain` just runs it. Generic, so the hot
+/// path (which waits for nothing) costs no call through a pointer.
+pub trait Waiting {
+    fn wait<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T;
+}
+
+/// Waits on the calling thread with nothing to release.
+pub struct Plain;
+
+impl Waiting for Plain {
+    fn wait<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        work()
+    }
+}
+
 /// Where a journal's records go, a batch at a time.
-pub(crate) trait Store: Send + 'static {
+pub trait Store: Send + 'static {
     /// Pending records, as the reader appends them.
     type Batch: Default + Send;
     /// What the reader keeps between records (say, the last session's encoding).
@@ -63,7 +73,7 @@ pub(crate) trait Store: Send + 'static {
 }
 
 /// What the reader appends to.
-pub(crate) struct Pending<S: Store> {
+pub struct Pending<S: Store> {
     pub batch: S::Batch,
     pub hot: S::Hot,
     /// When the oldest pending record was made (meaningless while the batch is empty).
@@ -211,9 +221,8 @@ impl<S: Store> Shared<S> {
 }
 
 /// A journal writer over a store: the hot path, the batch thread, flush and close.
-pub(crate) struct Core<S: Store> {
+pub struct Core<S: Store> {
     shared: Arc<Shared<S>>,
-    path: String,
     /// fsync "every": each update is stored before `append` returns.
     every: bool,
     closed: AtomicBool,
@@ -225,13 +234,10 @@ pub(crate) struct Core<S: Store> {
 }
 
 impl<S: Store> Core<S> {
-    pub fn new(
-        path: String,
-        store: S,
-        fsync: Fsync,
-        last_record: u64,
-        last_epoch: u64,
-    ) -> PyResult<Self> {
+    /// A writer over `store`, whose last record and latest update's epoch are `last_record`
+    /// and `last_epoch`; starts the batch thread (not for fsync "every") and the sync thread
+    /// (fsync "batch").
+    pub fn new(store: S, fsync: Fsync, last_record: u64, last_epoch: u64) -> Result<Self, Error> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending {
                 batch: S::Batch::default(),
@@ -256,7 +262,7 @@ impl<S: Store> Core<S> {
             std::thread::Builder::new()
                 .name(name.to_owned())
                 .spawn(move || run(&shared))
-                .map_err(|error| PyRuntimeError::new_err(format!("cannot start: {error}")))
+                .map_err(|error| Error::Start(error.to_string()))
         };
         let mut threads = Vec::new();
         if fsync != Fsync::Every {
@@ -267,7 +273,6 @@ impl<S: Store> Core<S> {
         }
         Ok(Core {
             shared,
-            path,
             every: fsync == Fsync::Every,
             closed: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
@@ -276,43 +281,29 @@ impl<S: Store> Core<S> {
         })
     }
 
-    /// `acp_fast.journal.JournalError(path, what)`.
-    pub fn error(&self, py: Python<'_>, what: String) -> PyErr {
-        let made = py
-            .import("acp_fast.journal")
-            .and_then(|module| module.getattr("JournalError"))
-            .and_then(|class| class.call1((self.path.as_str(), what.as_str())));
-        match made {
-            Ok(error) => PyErr::from_value(error),
-            Err(error) => error,
-        }
-    }
-
-    pub fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+    /// Whether records can be appended: not in a forked child, not closed, no failed write.
+    pub fn check_open(&self) -> Result<(), Error> {
         if self.foreign.load(Ordering::Relaxed) {
-            let what = format!("the journal belongs to process {}", self.owner);
-            return Err(self.error(py, what));
+            return Err(Error::Foreign { owner: self.owner });
         }
         if self.closed.load(Ordering::Relaxed) {
-            return Err(self.error(py, "the journal is closed".to_owned()));
+            return Err(Error::Closed);
         }
         if self.shared.failed.load(Ordering::Acquire) {
             let failed = lock(&self.shared.sink).failed.clone().unwrap_or_default();
-            return Err(self.error(py, format!("an earlier write failed ({failed})")));
+            return Err(Error::Earlier(failed));
         }
         Ok(())
     }
 
-    /// Stores the pending records now and makes them durable (unless fsync is "never"), the
-    /// GIL released while the disk works.
-    fn store_now(&self, py: Python<'_>) -> PyResult<()> {
+    /// Stores the pending records now and makes them durable (unless fsync is "never"),
+    /// inside `waiting` while the disk works.
+    fn store_now(&self, waiting: &impl Waiting) -> Result<(), Error> {
         let shared = &self.shared;
-        match py.detach(|| shared.store_durably()) {
+        match waiting.wait(|| shared.store_durably()) {
             Ok(()) => Ok(()),
-            Err(StoreError::Earlier(failed)) => {
-                Err(self.error(py, format!("an earlier write failed ({failed})")))
-            }
-            Err(StoreError::Now(failed)) => Err(self.error(py, format!("cannot write: {failed}"))),
+            Err(StoreError::Earlier(failed)) => Err(Error::Earlier(failed)),
+            Err(StoreError::Now(failed)) => Err(Error::Write(failed)),
         }
     }
 
@@ -321,12 +312,12 @@ impl<S: Store> Core<S> {
     /// fsync is "every", else wakes the batch thread when a batch is due.
     pub fn append(
         &self,
-        py: Python<'_>,
+        waiting: &impl Waiting,
         update: bool,
         time: u64,
-        make: impl FnOnce(&mut Pending<S>, u64) -> PyResult<()>,
-    ) -> PyResult<()> {
-        self.check_open(py)?;
+        make: impl FnOnce(&mut Pending<S>, u64),
+    ) -> Result<(), Error> {
+        self.check_open()?;
         let (due, full) = {
             let mut pending = lock(&self.shared.pending);
             let before = S::bytes(&pending.batch);
@@ -334,7 +325,7 @@ impl<S: Store> Core<S> {
                 pending.first_ns = time;
             }
             let number = pending.last_record + 1;
-            make(&mut pending, number)?;
+            make(&mut pending, number);
             pending.last_record = number;
             let after = S::bytes(&pending.batch);
             (
@@ -343,9 +334,10 @@ impl<S: Store> Core<S> {
             )
         };
         if !update || self.every {
-            self.store_now(py)
+            self.store_now(waiting)
         } else if full {
-            self.wait_for_room(py)
+            self.wait_for_room(waiting);
+            Ok(())
         } else {
             if due {
                 self.shared.wake.notify_one();
@@ -356,10 +348,10 @@ impl<S: Store> Core<S> {
 
     /// At `MAX_PENDING_BYTES`: wakes the batch thread and waits until it has taken the
     /// pending records (or a store failed: the next record, flush() or close() raises it).
-    fn wait_for_room(&self, py: Python<'_>) -> PyResult<()> {
+    fn wait_for_room(&self, waiting: &impl Waiting) {
         let shared = &self.shared;
         shared.wake.notify_one();
-        py.detach(|| {
+        waiting.wait(|| {
             let mut pending = lock(&shared.pending);
             while S::bytes(&pending.batch) >= MAX_PENDING_BYTES
                 && !shared.stop.load(Ordering::Acquire)
@@ -374,7 +366,6 @@ impl<S: Store> Core<S> {
                 shared.wake.notify_one();
             }
         });
-        Ok(())
     }
 
     pub fn last_record(&self) -> u64 {
@@ -386,17 +377,17 @@ impl<S: Store> Core<S> {
     }
 
     /// Stores every pending record now (nothing once closed).
-    pub fn flush(&self, py: Python<'_>) -> PyResult<()> {
+    pub fn flush(&self, waiting: &impl Waiting) -> Result<(), Error> {
         if self.closed.load(Ordering::Relaxed) {
             return Ok(());
         }
-        self.check_open(py)?;
-        self.store_now(py)
+        self.check_open()?;
+        self.store_now(waiting)
     }
 
     /// Stores what is pending and stops the batch thread. Idempotent; raises once when
     /// records were lost to a failed write.
-    pub fn close(&self, py: Python<'_>) -> PyResult<()> {
+    pub fn close(&self, waiting: &impl Waiting) -> Result<(), Error> {
         if self.foreign.load(Ordering::Relaxed) || self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -408,7 +399,7 @@ impl<S: Store> Core<S> {
         self.shared.wake.notify_one();
         let mut threads = std::mem::take(&mut *lock(&self.threads)).into_iter();
         let shared = &self.shared;
-        let _ = py.detach(|| {
+        let _ = waiting.wait(|| {
             if let Some(batch_thread) = threads.next() {
                 let _ = batch_thread.join();
             }
@@ -427,10 +418,7 @@ impl<S: Store> Core<S> {
         });
         let failed = lock(&self.shared.sink).failed.clone();
         match failed {
-            Some(failed) => {
-                let what = format!("records were lost: a write failed ({failed})");
-                Err(self.error(py, what))
-            }
+            Some(failed) => Err(Error::Lost(failed)),
             None => Ok(()),
         }
     }

@@ -7,9 +7,8 @@
 //! that stores the batch makes the lines (`Lines::make_lines`), so the reader pays for a copy
 //! and a lock, not for the JSON.
 
-use pyo3::prelude::*;
-
-use super::batch::{now_ns, Core, Pending, Store, MAX_PENDING_BYTES};
+use crate::batch::{now_ns, Core, Pending, Store, Waiting, MAX_PENDING_BYTES};
+use crate::error::Error;
 
 /// About what a record's head and its keys take in a line: `bytes()` counts it, so a batch
 /// ends near `BATCH_BYTES` of lines.
@@ -48,7 +47,7 @@ enum MadeKind {
 /// Pending records, and (once `make_lines` ran) their lines and what a SQLite row says about
 /// them.
 #[derive(Default)]
-pub(crate) struct Lines {
+pub struct Lines {
     made: Vec<Made>,
     raw: Vec<u8>,
     /// The lines, made by `make_lines` on the storing thread.
@@ -149,7 +148,7 @@ impl Lines {
 /// What the reader keeps from one update to the next: its session and the session's JSON
 /// string (one session in practice: no re-encode).
 #[derive(Default)]
-pub(crate) struct Session {
+pub struct Session {
     id: String,
     json: Vec<u8>,
 }
@@ -247,7 +246,7 @@ impl Head {
 }
 
 /// Appends `text` as a JSON string the way Python's `json.dumps` writes it (ASCII only).
-pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
+pub fn push_json_string(out: &mut Vec<u8>, text: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     for unit in text.encode_utf16() {
@@ -272,14 +271,14 @@ pub(crate) fn push_json_string(out: &mut Vec<u8>, text: &str) {
 }
 
 /// `{…}` on one line: what a record can embed as its `"m"` without a line break in the file.
-pub(crate) fn looks_like_an_object(text: &[u8]) -> bool {
+pub fn looks_like_an_object(text: &[u8]) -> bool {
     text.first() == Some(&b'{')
         && text.last() == Some(&b'}')
         && memchr::memchr(b'\n', text).is_none()
 }
 
 /// The longest kind a record can have ("permission" and the like are far shorter).
-const MAX_KIND: usize = 32;
+pub const MAX_KIND: usize = 32;
 
 /// `{"n":…,"k":"…","e":…,"s":…,"t":…` — a record up to its time.
 #[inline]
@@ -305,7 +304,7 @@ fn head(digits: &mut Digits, kind: &[u8], numbers: Numbers) -> Head {
 }
 
 /// An update's envelope as a record holds it.
-pub(crate) enum Envelope<'a> {
+pub enum Envelope<'a> {
     /// One line holding a JSON object (every envelope the core parsed): embedded as `"m"`.
     Verbatim(&'a [u8]),
     /// Anything else (a made-up `Update`), already encoded as a JSON string: `"x"`.
@@ -313,7 +312,7 @@ pub(crate) enum Envelope<'a> {
 }
 
 /// What an update record needs.
-pub(crate) struct UpdateRecord<'a> {
+pub struct UpdateRecord<'a> {
     pub epoch: u64,
     pub sequence: u64,
     pub session: &'a str,
@@ -322,19 +321,19 @@ pub(crate) struct UpdateRecord<'a> {
 
 /// Makes an update's record, made at `time` (ns since the epoch), into the pending batch (and
 /// stores it at once under fsync "every").
-pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
+pub fn record_update<S: Store<Batch = Lines, Hot = Session>>(
     core: &Core<S>,
-    py: Python<'_>,
+    waiting: &impl Waiting,
     update: UpdateRecord<'_>,
     time: u64,
-) -> PyResult<()> {
+) -> Result<(), Error> {
     let UpdateRecord {
         epoch,
         sequence,
         session,
         envelope,
     } = update;
-    core.append(py, true, time, |pending: &mut Pending<S>, number| {
+    core.append(waiting, true, time, |pending: &mut Pending<S>, number| {
         pending.last_epoch = epoch;
         let Pending { batch, hot, .. } = pending;
         if hot.id != session {
@@ -354,26 +353,28 @@ pub(crate) fn record_update<S: Store<Batch = Lines, Hot = Session>>(
             sequence,
         };
         batch.keep(kind, numbers, &hot.json, bytes);
-        Ok(())
     })
 }
 
 /// Makes a record that is not an update and stores it (and what is pending) at once. `rest`:
 /// its text after the time (``"i":…`` up to the closing brace); `epoch` None: the latest
 /// update's.
-pub(crate) fn record_other<S: Store<Batch = Lines, Hot = Session>>(
+pub fn record_other<S: Store<Batch = Lines, Hot = Session>>(
     core: &Core<S>,
-    py: Python<'_>,
+    waiting: &impl Waiting,
     kind: &str,
     epoch: Option<u64>,
     rest: &[u8],
-) -> PyResult<()> {
+) -> Result<(), Error> {
     if kind.len() > MAX_KIND {
-        let what = format!("a record kind is at most {MAX_KIND} bytes, not {kind:?}");
-        return Err(pyo3::exceptions::PyValueError::new_err(what));
+        let kind = kind.to_owned();
+        return Err(Error::Kind {
+            kind,
+            max: MAX_KIND,
+        });
     }
     let time = now_ns();
-    core.append(py, false, time, |pending, number| {
+    core.append(waiting, false, time, |pending, number| {
         let epoch = epoch.unwrap_or(pending.last_epoch);
         let numbers = Numbers {
             number,
@@ -384,7 +385,6 @@ pub(crate) fn record_other<S: Store<Batch = Lines, Hot = Session>>(
         pending
             .batch
             .keep(MadeKind::Other, numbers, kind.as_bytes(), rest);
-        Ok(())
     })
 }
 

@@ -12,17 +12,33 @@
 use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::batch::lock;
+use crate::locks::lock;
 
 /// Whether a batch store is synced, and how.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Fsync {
+pub enum Fsync {
     /// Each record is stored and synced before its callback returns (by the store itself).
     Every,
     /// Batches are written as they fill and synced by `Syncs`.
     Batch,
     /// Batches are written, never synced.
     Never,
+}
+
+impl std::str::FromStr for Fsync {
+    /// What the caller gave, said in a sentence (Python raises it as a ValueError).
+    type Err = String;
+
+    fn from_str(fsync: &str) -> Result<Fsync, String> {
+        match fsync {
+            "every" => Ok(Fsync::Every),
+            "batch" => Ok(Fsync::Batch),
+            "never" => Ok(Fsync::Never),
+            other => Err(format!(
+                "fsync must be one of every, batch, never, not {other:?}"
+            )),
+        }
+    }
 }
 
 #[derive(Default)]
