@@ -194,4 +194,68 @@ mod tests {
         assert_eq!(mine.sid, unsafe { libc::getsid(0) });
         assert!(processes().iter().any(|p| p.pid == me));
     }
+
+    /// Starts `program -c script`, which prints the pid of a child it starts and waits; returns
+    /// the two pids.
+    #[cfg(target_os = "linux")]
+    fn shell_with_child(
+        program: &std::path::Path,
+        script: &str,
+    ) -> (std::process::Child, libc::pid_t) {
+        use std::io::BufRead;
+        let mut shell = std::process::Command::new(program)
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(shell.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (shell, line.trim().parse().unwrap())
+    }
+
+    /// Attack: live processes whose names are made to fool a parser that reads fields after the
+    /// first `)` or splits lines: one named by its executable's file name, one by writing its
+    /// own /proc/self/comm (as prctl(PR_SET_NAME) does). Each must be read right, and the walk
+    /// must reach the child beneath it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn live_processes_with_hostile_names_are_read_right() {
+        let me = std::process::id() as libc::pid_t;
+        let dir = std::env::temp_dir().join(format!("acp-os-comm-{me}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let by_file = dir.join("a) Z 1 1\n) R 9");
+        std::fs::copy("/bin/sh", &by_file).unwrap();
+        let renamed = r#"printf ') X 1 1 1 1\n) ' > /proc/self/comm; sleep 60 & echo $!; wait"#;
+        for (program, script) in [
+            (by_file.as_path(), "sleep 60 & echo $!; wait"),
+            (std::path::Path::new("/bin/sh"), renamed),
+        ] {
+            let (mut shell, child) = shell_with_child(program, script);
+            let pid = shell.id() as libc::pid_t;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+            assert!(
+                comm.contains(") ") && comm.trim_end().contains('\n'),
+                "{comm:?}"
+            );
+            let read = process(pid).expect("the shell is in the table");
+            assert_eq!((read.ppid, read.exited), (me, false), "{comm:?}");
+            // SAFETY: getpgid/getsid only read.
+            assert_eq!(read.pgid, unsafe { libc::getpgid(pid) });
+            assert_eq!(read.sid, unsafe { libc::getsid(pid) });
+            let found = descendants(me);
+            assert!(
+                found.contains(&pid) && found.contains(&child),
+                "{comm:?}: {found:?}"
+            );
+            // SAFETY: kill(2) of our own child and its child.
+            unsafe {
+                libc::kill(child, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+            shell.wait().unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
