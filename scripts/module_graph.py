@@ -112,11 +112,11 @@ def rust_tokens(text: str) -> list[str]:
             i = _skip_block_comment(text, i + 2)
         elif c == '"':
             i = _skip_string(text, i + 1)
-        elif c in "rb" and (end := _literal_prefix_end(text, i)) is not None:
-            i = end
+        elif c in "rb" and (literal := _literal_prefix_end(text, i)) is not None:
+            i = literal
         elif c == "'":
-            end = _char_end(text, i)
-            i = end if end is not None else _ident_end(text, i + 1)  # a lifetime: dropped
+            char = _char_end(text, i)
+            i = char if char is not None else _ident_end(text, i + 1)  # a lifetime: dropped
         elif c.isalpha() or c == "_":
             end = _ident_end(text, i)
             tokens.append(text[i:end])
@@ -140,7 +140,11 @@ def _literal_prefix_end(text: str, i: int) -> int | None:
         return _char_end(text, i + 1)
     if text.startswith("br", i):
         return _raw_string_end(text, i + 1)
-    if text.startswith("r#", i) and i + 2 < len(text) and (text[i + 2].isalpha() or text[i + 2] == "_"):
+    if (
+        text.startswith("r#", i)
+        and i + 2 < len(text)
+        and (text[i + 2].isalpha() or text[i + 2] == "_")
+    ):
         return None  # a raw identifier: read as an identifier (`r`, then `#`, then the name)
     if text.startswith("r", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
         return _raw_string_end(text, i)
@@ -458,10 +462,7 @@ def _crosses(graph: Graph, component: list[str], nested_sep: str | None) -> bool
         return True
     members = set(component)
     return any(
-        not _nested(a, b, nested_sep)
-        for a in component
-        for b in graph.get(a, ())
-        if b in members
+        not _nested(a, b, nested_sep) for a in component for b in graph.get(a, ()) if b in members
     )
 
 
@@ -500,7 +501,8 @@ def render(title: str, graph: Graph, nested_sep: str | None = None) -> tuple[str
         lines.append(f"{module} -> {', '.join(sorted(graph[module]))}".rstrip())
     circles = cycles(graph, nested_sep)
     for component in circles:
-        lines.append(f"CYCLE: {', '.join(component)}  (e.g. {' -> '.join(a_loop(graph, component, nested_sep))})")
+        example = " -> ".join(a_loop(graph, component, nested_sep))
+        lines.append(f"CYCLE: {', '.join(component)}  (e.g. {example})")
     if not circles:
         lines.append("no cycles")
     return "\n".join(lines), len(circles)
@@ -515,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         "--runtime-only", action="store_true", help="leave out imports under TYPE_CHECKING"
     )
     parser.add_argument(
-        "--strict", action="store_true", help="also report a Rust circle of a module and its own descendants only"
+        "--strict",
+        action="store_true",
+        help="also report a Rust circle of a module and its own descendants only",
     )
     args = parser.parse_args(argv)
     crates = args.crate
@@ -532,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         reports.append(text)
         total += count
     if args.python:
-        text, count = render("python acp_fast", python_graph(args.root / "python" / "acp_fast", args.runtime_only))
+        text, count = render(
+            "python acp_fast", python_graph(args.root / "python" / "acp_fast", args.runtime_only)
+        )
         reports.append(text)
         total += count
     print("\n\n".join(reports))
