@@ -209,21 +209,17 @@ fn runnable_tasks() -> Option<usize> {
         .ok()
 }
 
-// Linux: pipe2 and /proc/loadavg.
+// Linux: /proc/loadavg.
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// A non-blocking pipe: (read end, write end).
     fn pipe() -> (OwnedFd, OwnedFd) {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills two new descriptors.
-        assert_eq!(
-            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
-            0
-        );
-        // SAFETY: both are new and ours.
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+        let (read, write) = fd::pipe_cloexec().unwrap();
+        fd::set_nonblocking(&read).unwrap();
+        fd::set_nonblocking(&write).unwrap();
+        (read, write)
     }
 
     fn put(fd: &OwnedFd, bytes: &[u8]) {
