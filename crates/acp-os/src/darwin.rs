@@ -13,31 +13,41 @@ pub(crate) struct Info {
     pub start: u64,
 }
 
+/// One `proc_pidinfo` record of `flavor` for `pid`, or None (gone, or not ours to read).
+///
+/// # Safety
+/// `T` must be the plain-data struct the kernel fills for `flavor`.
+unsafe fn pidinfo<T>(pid: libc::pid_t, flavor: libc::c_int) -> Option<T> {
+    let mut record: T = std::mem::zeroed();
+    let size = std::mem::size_of::<T>() as libc::c_int;
+    let filled = libc::proc_pidinfo(pid, flavor, 0, (&mut record as *mut T).cast(), size);
+    (filled == size).then_some(record)
+}
+
 pub(crate) fn info(pid: libc::pid_t) -> Option<Info> {
-    // SAFETY: proc_bsdinfo is plain data; proc_pidinfo fills at most `size` bytes of it.
-    let bsd = unsafe {
-        let mut bsd: libc::proc_bsdinfo = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-        let filled = libc::proc_pidinfo(
-            pid,
-            libc::PROC_PIDTBSDINFO,
-            0,
-            (&mut bsd as *mut libc::proc_bsdinfo).cast(),
-            size,
-        );
-        if filled != size {
-            return None;
-        }
-        bsd
-    };
     // SAFETY: getsid(2) of any pid only reads.
     let sid = unsafe { libc::getsid(pid) };
+    // SAFETY: proc_bsdinfo is what PROC_PIDTBSDINFO fills.
+    if let Some(bsd) = unsafe { pidinfo::<libc::proc_bsdinfo>(pid, libc::PROC_PIDTBSDINFO) } {
+        return Some(Info {
+            zombie: bsd.pbi_status == libc::SZOMB,
+            ppid: bsd.pbi_ppid as libc::pid_t,
+            pgid: bsd.pbi_pgid as libc::pid_t,
+            sid,
+            start: bsd.pbi_start_tvsec * 1_000_000 + bsd.pbi_start_tvusec,
+        });
+    }
+    // Another user's process (a setuid program the agent ran): the full record is refused, the
+    // short one is not, and its parent link still leads the walk to what it started. Its start
+    // time is unknown (0: not the process a leader was registered as).
+    // SAFETY: proc_bsdshortinfo is what PROC_PIDT_SHORTBSDINFO fills.
+    let short = unsafe { pidinfo::<libc::proc_bsdshortinfo>(pid, libc::PROC_PIDT_SHORTBSDINFO) }?;
     Some(Info {
-        zombie: bsd.pbi_status == libc::SZOMB,
-        ppid: bsd.pbi_ppid as libc::pid_t,
-        pgid: bsd.pbi_pgid as libc::pid_t,
+        zombie: short.pbsi_status == libc::SZOMB,
+        ppid: short.pbsi_ppid as libc::pid_t,
+        pgid: short.pbsi_pgid as libc::pid_t,
         sid,
-        start: bsd.pbi_start_tvsec * 1_000_000 + bsd.pbi_start_tvusec,
+        start: 0,
     })
 }
 
