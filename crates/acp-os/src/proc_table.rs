@@ -19,11 +19,12 @@ pub struct Proc {
     pub start: u64,
 }
 
-/// Reads `/proc/PID/stat`'s text. The command name (field 2) is in parentheses and may hold
-/// anything a process can name itself, `)`, spaces and newlines included (`prctl(PR_SET_NAME)`
-/// or an executable's file name): the fields are read after the *last* `)`.
-pub fn parse_stat(pid: libc::pid_t, text: &str) -> Option<Proc> {
-    let (_, after) = text.rsplit_once(')')?;
+/// Reads `/proc/PID/stat`. The command name (field 2) is in parentheses and may hold any
+/// byte a process can name itself with (`prctl(PR_SET_NAME)` or an executable's file name):
+/// `)`, spaces, newlines, bytes that are not UTF-8. The fields are read after the *last* `)`,
+/// and only they need be text.
+pub fn parse_stat(pid: libc::pid_t, stat: &[u8]) -> Option<Proc> {
+    let after = std::str::from_utf8(&stat[memchr::memrchr(b')', stat)? + 1..]).ok()?;
     let mut fields = after.split_ascii_whitespace();
     let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
@@ -44,9 +45,9 @@ pub fn parse_stat(pid: libc::pid_t, text: &str) -> Option<Proc> {
 /// The process `pid`, or None once it is gone (or unreadable).
 #[cfg(not(target_os = "macos"))]
 pub fn process(pid: libc::pid_t) -> Option<Proc> {
-    // /proc/PID/stat is one short line plus a command name of at most 64 bytes.
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &text)
+    // One short line; its command name is at most 15 bytes, and need not be UTF-8.
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &stat)
 }
 
 #[cfg(target_os = "macos")]
@@ -135,7 +136,7 @@ mod tests {
             "((",
             "\n) \n",
         ] {
-            let parsed = parse_stat(4242, &stat(comm, "S")).unwrap();
+            let parsed = parse_stat(4242, stat(comm, "S").as_bytes()).unwrap();
             assert_eq!(
                 parsed,
                 Proc {
@@ -149,16 +150,20 @@ mod tests {
                 "comm {comm:?}"
             );
         }
-        assert!(parse_stat(1, &stat(") S", "Z")).unwrap().exited);
+        assert!(parse_stat(1, stat(") S", "Z").as_bytes()).unwrap().exited);
+        // A name that is not UTF-8 is no reason to lose the process.
+        let mut bytes = b"4242 (\xff) \xfe) ".to_vec();
+        bytes.extend_from_slice(&stat("", "S").as_bytes()[8..]);
+        assert_eq!(parse_stat(4242, &bytes).map(|p| p.ppid), Some(17));
     }
 
     #[test]
     fn a_truncated_or_garbled_stat_is_no_process() {
-        assert_eq!(parse_stat(1, ""), None);
-        assert_eq!(parse_stat(1, "1 (sh"), None);
-        assert_eq!(parse_stat(1, "1 (sh) S 0 1"), None);
+        assert_eq!(parse_stat(1, b""), None);
+        assert_eq!(parse_stat(1, b"1 (sh"), None);
+        assert_eq!(parse_stat(1, b"1 (sh) S 0 1"), None);
         assert_eq!(
-            parse_stat(1, "1 (sh) S x 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1"),
+            parse_stat(1, b"1 (sh) S x 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1"),
             None
         );
     }
@@ -216,29 +221,33 @@ mod tests {
     }
 
     /// Attack: live processes whose names are made to fool a parser that reads fields after the
-    /// first `)` or splits lines: one named by its executable's file name, one by writing its
-    /// own /proc/self/comm (as prctl(PR_SET_NAME) does). Each must be read right, and the walk
+    /// first `)`, splits lines or wants UTF-8: two named by their executable's file name (one
+    /// not UTF-8), one by writing its own /proc/self/comm (as prctl(PR_SET_NAME) does). Each must be read right, and the walk
     /// must reach the child beneath it.
     #[cfg(target_os = "linux")]
     #[test]
     fn live_processes_with_hostile_names_are_read_right() {
+        use std::os::unix::ffi::OsStrExt;
         let me = std::process::id() as libc::pid_t;
         let dir = std::env::temp_dir().join(format!("acp-os-comm-{me}"));
         std::fs::create_dir_all(&dir).unwrap();
         let by_file = dir.join("a) Z 1 1\n) R 9");
         std::fs::copy("/bin/sh", &by_file).unwrap();
+        // A name that is not UTF-8 (a file name may hold any byte but '/' and NUL).
+        let not_utf8 = dir.join(std::ffi::OsStr::from_bytes(b"\xff) S 1 1 \xfe"));
+        std::fs::copy("/bin/sh", &not_utf8).unwrap();
         let renamed = r#"printf ') X 1 1 1 1\n) ' > /proc/self/comm; sleep 60 & echo $!; wait"#;
+        let child_and_wait = "sleep 60 & echo $!; wait";
         for (program, script) in [
-            (by_file.as_path(), "sleep 60 & echo $!; wait"),
+            (by_file.as_path(), child_and_wait),
+            (not_utf8.as_path(), child_and_wait),
             (std::path::Path::new("/bin/sh"), renamed),
         ] {
             let (mut shell, child) = shell_with_child(program, script);
             let pid = shell.id() as libc::pid_t;
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
-            assert!(
-                comm.contains(") ") && comm.trim_end().contains('\n'),
-                "{comm:?}"
-            );
+            let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap();
+            let comm = String::from_utf8_lossy(&comm);
+            assert!(comm.contains(") "), "{comm:?}");
             let read = process(pid).expect("the shell is in the table");
             assert_eq!((read.ppid, read.exited), (me, false), "{comm:?}");
             // SAFETY: getpgid/getsid only read.

@@ -308,12 +308,8 @@ mod tests {
         assert!(!alive(pid));
     }
 
-    #[test]
-    fn stop_kills_a_term_ignoring_group() {
-        let (mut agent, mut pipes) = spawn(&sh(
-            "trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done",
-        ))
-        .unwrap();
+    /// The first line the agent prints, as a pid.
+    fn read_pid(pipes: &mut PipeTransport) -> i32 {
         let mut buf = [0u8; 64];
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut got = Vec::new();
@@ -322,14 +318,54 @@ mod tests {
                 got.extend_from_slice(&buf[..n]);
             }
         }
-        let grandchild: i32 = String::from_utf8(got).unwrap().trim().parse().unwrap();
-        assert!(alive(grandchild));
+        String::from_utf8(got).unwrap().trim().parse().unwrap()
+    }
+
+    /// Stops and reaps the agent; `pid` (a descendant) must be gone soon after.
+    fn stop_reaches(mut agent: Agent, pid: i32) {
+        assert!(alive(pid));
         let started = Instant::now();
         agent.stop_and_reap();
-        while alive(grandchild) && started.elapsed() < Duration::from_secs(2) {
+        while alive(pid) && started.elapsed() < Duration::from_secs(2) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(!alive(grandchild), "the grandchild outlived stop_and_reap");
+        assert!(!alive(pid), "the descendant outlived stop_and_reap");
+    }
+
+    #[test]
+    fn stop_kills_a_term_ignoring_group() {
+        let (agent, mut pipes) = spawn(&sh(
+            "trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done",
+        ))
+        .unwrap();
+        let grandchild = read_pid(&mut pipes);
+        stop_reaches(agent, grandchild);
+    }
+
+    /// Attack: the agent starts, in a session of its own, a program whose name is not UTF-8
+    /// and holds `)` (a file name may hold any byte but '/' and NUL), which starts a child. Out
+    /// of the agent's group, both are reached only by the walk of parent links through the
+    /// oddly named one: a table that skipped it (a /proc reader wanting UTF-8) lost both.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stop_reaches_through_a_process_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("acp-os-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let odd = dir.join(std::ffi::OsStr::from_bytes(b"\xff) S 1 1 \xfe"));
+        std::fs::copy("/bin/sh", &odd).unwrap();
+        let mut options = sh(r#"setsid "$0" -c 'sleep 100 & echo $!; wait' & wait"#);
+        options.args.push(odd.clone().into_os_string());
+        let (agent, mut pipes) = spawn(&options).unwrap();
+        let grandchild = read_pid(&mut pipes);
+        // SAFETY: getsid(2) only reads.
+        assert_ne!(
+            unsafe { libc::getsid(grandchild) },
+            agent.pid() as i32,
+            "left the session"
+        );
+        stop_reaches(agent, grandchild);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
