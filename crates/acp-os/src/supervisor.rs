@@ -442,12 +442,14 @@ mod tests {
         proc_table::process(pid).is_some_and(|p| !p.exited)
     }
 
-    #[test]
-    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
+    /// Starts `sh -c script arg0` as a group leader; returns it and the pid its first line
+    /// names.
+    fn leader_and_escaped(script: &str, arg0: &std::ffi::OsStr) -> (std::process::Child, i32) {
         use std::io::Read;
-        // The leader's child calls setsid(): out of the group and session, still a descendant.
         let mut leader = Command::new("/bin/sh")
-            .args(["-c", "setsid sleep 100 & echo $!; sleep 100 & wait"])
+            .arg("-c")
+            .arg(script)
+            .arg(arg0)
             .stdout(Stdio::piped())
             .process_group(0)
             .spawn()
@@ -458,12 +460,12 @@ mod tests {
         while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
             line.push(byte[0]);
         }
-        let escaped: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        // SAFETY: getsid(2) only reads.
-        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let escaped = String::from_utf8(line).unwrap().trim().parse().unwrap();
+        (leader, escaped)
+    }
+
+    /// The guard's targets of `leader` hold `escaped`, and kill_all kills it.
+    fn kill_all_reaches(mut leader: std::process::Child, escaped: i32) {
         let group = targets(&[leader.id() as i32]);
         assert!(group.contains(&escaped), "{group:?}");
         kill_all(&[leader.id() as i32]);
@@ -473,6 +475,35 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(!alive(escaped));
+    }
+
+    #[test]
+    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
+        // The leader's child calls setsid(): out of the group and session, still a descendant.
+        let script = "setsid sleep 100 & echo $!; sleep 100 & wait";
+        let (leader, escaped) = leader_and_escaped(script, "sh".as_ref());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // SAFETY: getsid(2) only reads.
+        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_all_reaches(leader, escaped);
+    }
+
+    /// Attack: the escape goes through a program whose name is not UTF-8 (and holds `)`): the
+    /// child it starts is reached only through it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kill_all_reaches_through_a_process_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("acp-os-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let odd = dir.join(std::ffi::OsStr::from_bytes(b"\xfe) R 1 1 \xff"));
+        std::fs::copy("/bin/sh", &odd).unwrap();
+        let script = r#"setsid "$0" -c 'sleep 100 & echo $!; wait' & sleep 100 & wait"#;
+        let (leader, escaped) = leader_and_escaped(script, odd.as_os_str());
+        kill_all_reaches(leader, escaped);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
