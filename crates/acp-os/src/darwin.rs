@@ -1,9 +1,7 @@
-//! The macOS side of the process code: macOS has no /proc, so the process table comes from
-//! libproc (`proc_listpids` by parent or all, `proc_pidinfo(PROC_PIDTBSDINFO)`) and the
-//! session from getsid(2). The Linux code reads /proc and is not compiled here.
-
-use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+//! The macOS side of the process code: macOS has no /proc, so the process table
+//! (`proc_table`) comes from libproc (`proc_listpids`, `proc_pidinfo(PROC_PIDTBSDINFO)`) and
+//! the session from getsid(2); and the guard waits on its stdin with pselect(2), as Linux with
+//! ppoll. The Linux code reads /proc and is not compiled here.
 
 /// What the guard and the stop path need to know of one process.
 pub(crate) struct Info {
@@ -15,37 +13,46 @@ pub(crate) struct Info {
     pub start: u64,
 }
 
+/// One `proc_pidinfo` record of `flavor` for `pid`, or None (gone, or not ours to read).
+///
+/// # Safety
+/// `T` must be the plain-data struct the kernel fills for `flavor`.
+unsafe fn pidinfo<T>(pid: libc::pid_t, flavor: libc::c_int) -> Option<T> {
+    let mut record: T = std::mem::zeroed();
+    let size = std::mem::size_of::<T>() as libc::c_int;
+    let filled = libc::proc_pidinfo(pid, flavor, 0, (&mut record as *mut T).cast(), size);
+    (filled == size).then_some(record)
+}
+
 pub(crate) fn info(pid: libc::pid_t) -> Option<Info> {
-    // SAFETY: proc_bsdinfo is plain data; proc_pidinfo fills at most `size` bytes of it.
-    let bsd = unsafe {
-        let mut bsd: libc::proc_bsdinfo = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-        let filled = libc::proc_pidinfo(
-            pid,
-            libc::PROC_PIDTBSDINFO,
-            0,
-            (&mut bsd as *mut libc::proc_bsdinfo).cast(),
-            size,
-        );
-        if filled != size {
-            return None;
-        }
-        bsd
-    };
     // SAFETY: getsid(2) of any pid only reads.
     let sid = unsafe { libc::getsid(pid) };
+    // SAFETY: proc_bsdinfo is what PROC_PIDTBSDINFO fills.
+    if let Some(bsd) = unsafe { pidinfo::<libc::proc_bsdinfo>(pid, libc::PROC_PIDTBSDINFO) } {
+        return Some(Info {
+            zombie: bsd.pbi_status == libc::SZOMB,
+            ppid: bsd.pbi_ppid as libc::pid_t,
+            pgid: bsd.pbi_pgid as libc::pid_t,
+            sid,
+            start: bsd.pbi_start_tvsec * 1_000_000 + bsd.pbi_start_tvusec,
+        });
+    }
+    // Another user's process (a setuid program the agent ran): the full record is refused, the
+    // short one is not, and its parent link still leads the walk to what it started. Its start
+    // time is unknown (0: not the process a leader was registered as).
+    // SAFETY: proc_bsdshortinfo is what PROC_PIDT_SHORTBSDINFO fills.
+    let short = unsafe { pidinfo::<libc::proc_bsdshortinfo>(pid, libc::PROC_PIDT_SHORTBSDINFO) }?;
     Some(Info {
-        zombie: bsd.pbi_status == libc::SZOMB,
-        ppid: bsd.pbi_ppid as libc::pid_t,
-        pgid: bsd.pbi_pgid as libc::pid_t,
+        zombie: short.pbsi_status == libc::SZOMB,
+        ppid: short.pbsi_ppid as libc::pid_t,
+        pgid: short.pbsi_pgid as libc::pid_t,
         sid,
-        start: bsd.pbi_start_tvsec * 1_000_000 + bsd.pbi_start_tvusec,
+        start: 0,
     })
 }
 
 // sys/proc_info.h (not in the libc crate).
 const PROC_ALL_PIDS: u32 = 1;
-const PROC_PPID_ONLY: u32 = 6;
 
 /// proc_listpids(2 calls): with no buffer it returns the bytes needed, then the bytes filled.
 /// Room to spare, since processes may start between the two calls.
@@ -67,42 +74,6 @@ fn list(kind: u32, arg: u32) -> Vec<libc::pid_t> {
 
 pub(crate) fn all_pids() -> Vec<libc::pid_t> {
     list(PROC_ALL_PIDS, 0)
-}
-
-pub(crate) fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
-    list(PROC_PPID_ONLY, pid as u32)
-}
-
-/// Every process descended from `root` (by parent links, like the Linux walk of /proc).
-pub(crate) fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-    let mut found = Vec::new();
-    let mut queue = vec![root];
-    while let Some(pid) = queue.pop() {
-        for child in children(pid) {
-            if !found.contains(&child) && child != root {
-                found.push(child);
-                queue.push(child);
-            }
-        }
-    }
-    found
-}
-
-/// macOS has no pipe2: pipe, then close-on-exec on both ends. A fork+exec on another thread in
-/// between could inherit them; std's own pipes on macOS have the same window.
-pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe fills two new descriptors.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are owned here.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    for fd in fds {
-        // SAFETY: fcntl on a descriptor we own.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    Ok((read, write))
 }
 
 /// Waits until stdin is readable or a signal not in `mask` arrives (pselect(2) swaps the mask in

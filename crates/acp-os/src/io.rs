@@ -5,6 +5,10 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use crate::fd;
+/// A pidfd for a pid: readable once the process exits (Linux; Unsupported elsewhere).
+pub use crate::fd::pidfd;
+
 pub enum ReadOutcome {
     Data(usize),
     Eof,
@@ -35,21 +39,9 @@ pub struct Waker {
 
 impl Waker {
     pub fn new() -> io::Result<Waker> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe() fills two fds on success.
-        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both fds are new and ours alone.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        for fd in [&read, &write] {
-            // SAFETY: fcntl on an fd we own.
-            unsafe {
-                let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-                libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-                libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
-            }
-        }
+        let (read, write) = fd::pipe_cloexec()?;
+        fd::set_nonblocking(&read)?;
+        fd::set_nonblocking(&write)?;
         Ok(Waker { read, write })
     }
 
@@ -93,24 +85,6 @@ impl Notifier {
         // SAFETY: writing one byte from a valid buffer to a non-blocking fd we own.
         unsafe { libc::write(self.0.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
     }
-}
-
-/// A pidfd for `pid` (Linux >= 5.3): readable once the process exits, so an event loop sees an
-/// agent's exit without a thread or a timer.
-#[cfg(target_os = "linux")]
-pub fn pidfd(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn pidfd(_pid: u32) -> io::Result<OwnedFd> {
-    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// The wait for an answer the agent gives at once (a permission request after its answer, a
@@ -235,21 +209,17 @@ fn runnable_tasks() -> Option<usize> {
         .ok()
 }
 
-// Linux: pipe2 and /proc/loadavg.
+// Linux: /proc/loadavg.
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// A non-blocking pipe: (read end, write end).
     fn pipe() -> (OwnedFd, OwnedFd) {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills two new descriptors.
-        assert_eq!(
-            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
-            0
-        );
-        // SAFETY: both are new and ours.
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+        let (read, write) = fd::pipe_cloexec().unwrap();
+        fd::set_nonblocking(&read).unwrap();
+        fd::set_nonblocking(&write).unwrap();
+        (read, write)
     }
 
     fn put(fd: &OwnedFd, bytes: &[u8]) {

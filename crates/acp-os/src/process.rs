@@ -6,16 +6,21 @@
 //! caller can check signals between them, and reports the end of output once the agent itself
 //! has exited even when a process it started still holds the pipe.
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use crate::io::{AnswerSpin, ReadOutcome, Transport, WriteOutcome};
+mod stderr;
+
+pub use crate::proc_table::descendants;
+pub use crate::transport::{PipeTransport, Room};
+pub use stderr::{StderrTail, STDERR_READ_BUDGET};
+
+use crate::fd;
+use crate::supervisor;
 
 /// What happens to the agent's stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,186 +46,6 @@ pub struct SpawnOptions {
     pub stderr: StderrMode,
 }
 
-/// The last bytes of the agent's stderr, filled by a drain thread (blocking driver) or by the
-/// event loop's readable callbacks (asyncio driver).
-pub struct StderrTail {
-    state: Mutex<(VecDeque<u8>, bool)>,
-    ended: Condvar,
-    capacity: usize,
-    /// The pipe's read end while no thread owns it: the event loop reads it here, or the
-    /// blocking driver hands it to a thread. Closed by `finish` (the agent is reaped).
-    pipe: Mutex<Option<OwnedFd>>,
-}
-
-/// At most this much is read in one `read_available` call (the loop's other callbacks wait
-/// meanwhile), and after close() asks the drain to finish (a holder that writes without pause
-/// must not keep close() waiting).
-pub const STDERR_READ_BUDGET: usize = 1 << 20;
-
-impl StderrTail {
-    fn new(capacity: usize, pipe: OwnedFd) -> StderrTail {
-        StderrTail {
-            state: Mutex::new((VecDeque::with_capacity(capacity.min(1 << 16)), false)),
-            ended: Condvar::new(),
-            capacity,
-            pipe: Mutex::new(Some(pipe)),
-        }
-    }
-
-    fn keep(&self, bytes: &[u8]) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let keep = bytes.len().min(self.capacity);
-        let overflow = (state.0.len() + keep).saturating_sub(self.capacity);
-        state.0.drain(..overflow);
-        state.0.extend(&bytes[bytes.len() - keep..]);
-    }
-
-    fn end(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
-        self.ended.notify_all();
-    }
-
-    fn is_ended(&self) -> bool {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-
-    /// The pipe's fd while no thread drains it (the event loop watches it).
-    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.pipe
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(AsRawFd::as_raw_fd)
-    }
-
-    /// Reads what the pipe holds now, never waiting, up to `budget` bytes; true once the
-    /// agent's stderr has ended (the fd stays open, so a loop can stop watching it first, until
-    /// `finish`). Nothing to read when a thread owns the pipe.
-    pub fn read_available(&self, budget: usize) -> bool {
-        let pipe = self.pipe.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(fd) = pipe.as_ref() else {
-            return self.is_ended();
-        };
-        if self.is_ended() {
-            return true;
-        }
-        let mut chunk = [0u8; 8192];
-        let mut left = budget;
-        while left > 0 {
-            let want = chunk.len().min(left);
-            // SAFETY: reading into a valid buffer; the pipe is non-blocking.
-            let count = unsafe { libc::read(fd.as_raw_fd(), chunk.as_mut_ptr().cast(), want) };
-            if count > 0 {
-                self.keep(&chunk[..count as usize]);
-                left -= count as usize;
-                continue;
-            }
-            if count < 0 && interrupted() {
-                continue;
-            }
-            if count < 0 && interrupted_or_empty() {
-                return false; // empty for now
-            }
-            self.end(); // end of file, or the pipe failed
-            return true;
-        }
-        false
-    }
-
-    /// The agent was reaped: takes its last words (bounded) and closes a pipe no thread owns.
-    fn finish(&self) {
-        if self.raw_fd().is_none() {
-            return; // a thread owns it and ends the tail itself
-        }
-        self.read_available(STDERR_READ_BUDGET);
-        *self.pipe.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.end();
-    }
-
-    /// Reads the agent's stderr until it ends or `stop` becomes readable (close(): a process
-    /// that escaped the group may hold the pipe open forever), then takes what is buffered.
-    fn drain(&self, pipe: OwnedFd, stop: OwnedFd) {
-        let mut chunk = [0u8; 8192];
-        let mut fds = [
-            libc::pollfd {
-                fd: pipe.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let mut stopping = false;
-        let mut last_words = STDERR_READ_BUDGET;
-        loop {
-            if !stopping {
-                // SAFETY: two valid pollfds.
-                if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
-                    continue; // EINTR
-                }
-                stopping = fds[1].revents != 0;
-            }
-            // SAFETY: reading into a valid buffer; the pipe is non-blocking.
-            let count =
-                unsafe { libc::read(pipe.as_raw_fd(), chunk.as_mut_ptr().cast(), chunk.len()) };
-            if count == 0 || (count < 0 && (stopping || !interrupted_or_empty())) {
-                break;
-            }
-            if count < 0 {
-                continue;
-            }
-            self.keep(&chunk[..count as usize]);
-            if stopping {
-                last_words = last_words.saturating_sub(count as usize);
-                if last_words == 0 {
-                    break;
-                }
-            }
-        }
-        self.end();
-    }
-
-    /// The tail as it is now, after reading what the pipe holds when no thread drains it
-    /// (never waiting: the event loop may be the caller).
-    pub fn now(&self) -> Vec<u8> {
-        if self.raw_fd().is_some() {
-            self.read_available(STDERR_READ_BUDGET);
-        }
-        self.snapshot(Duration::ZERO)
-    }
-
-    /// For an error message: with a thread draining, waits up to `timeout` for the stderr to
-    /// end (so a dying agent's last words are in); otherwise reads what is there, never waiting.
-    pub fn last_words(&self, timeout: Duration) -> Vec<u8> {
-        if self.raw_fd().is_some() {
-            return self.now();
-        }
-        self.snapshot(timeout)
-    }
-
-    /// Waits up to `timeout` for the agent's stderr to end (so a dying agent's last words are
-    /// in), then returns the tail.
-    pub fn snapshot(&self, timeout: Duration) -> Vec<u8> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while !state.1 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = self
-                .ended
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        state.0.iter().copied().collect()
-    }
-}
-
 /// A running (or exited, not yet reaped) agent.
 pub struct Agent {
     child: Child,
@@ -234,33 +59,8 @@ pub struct Agent {
     drain: Option<(std::thread::JoinHandle<()>, OwnedFd)>,
 }
 
-fn interrupted() -> bool {
-    io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-}
-
-fn interrupted_or_empty() -> bool {
-    matches!(
-        io::Error::last_os_error().raw_os_error(),
-        Some(libc::EINTR | libc::EAGAIN)
-    )
-}
-
-#[cfg(target_os = "macos")]
-pub(crate) use crate::darwin::pipe_cloexec;
-
-#[cfg(not(target_os = "macos"))]
-pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::{FromRawFd, RawFd};
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 fills two new descriptors, close-on-exec so no agent inherits them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
+/// The agent's command: a session of its own, default signal dispositions and mask.
+fn command(options: &SpawnOptions) -> Command {
     let mut command = Command::new(&options.command);
     command
         .args(&options.args)
@@ -299,7 +99,11 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
             Ok(())
         });
     }
-    let mut child = command.spawn()?;
+    command
+}
+
+pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
+    let mut child = fd::spawn(&mut command(options))?;
     let stdin: OwnedFd = child
         .stdin
         .take()
@@ -310,12 +114,10 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         .take()
         .expect("stdout was configured as a pipe")
         .into();
-    set_nonblocking(&stdin)?;
-    set_nonblocking(&stdout)?;
-    grow_pipe(&stdout);
     let pid = child.id() as libc::pid_t;
-    // From here the agent is guarded: if this process dies, the guard kills its group.
-    crate::supervisor::watch(pid as u32);
+    // From here the agent is guarded: if this process dies, the guard kills its group. And if
+    // what follows fails, dropping the `Agent` stops and reaps it.
+    supervisor::watch(pid as u32);
     let mut agent = Agent {
         child,
         reaped: false,
@@ -323,87 +125,16 @@ pub fn spawn(options: &SpawnOptions) -> io::Result<(Agent, PipeTransport)> {
         stderr_tail: None,
         drain: None,
     };
+    fd::set_nonblocking(&stdin)?;
+    fd::set_nonblocking(&stdout)?;
+    grow_pipe(&stdout);
     if let (StderrMode::Tail(capacity), Some(pipe)) = (options.stderr, agent.child.stderr.take()) {
         // No thread yet: the driver decides who reads it (a thread, or the event loop).
         let pipe: OwnedFd = pipe.into();
-        set_nonblocking(&pipe)?;
+        fd::set_nonblocking(&pipe)?;
         agent.stderr_tail = Some(Arc::new(StderrTail::new(capacity, pipe)));
     }
-    Ok((
-        agent,
-        PipeTransport {
-            stdin: Some(stdin),
-            stdout,
-            pid,
-            wait: Duration::from_millis(100),
-            waker: None,
-            wait_first: false,
-            write_pending: false,
-            spin: AnswerSpin::default(),
-        },
-    ))
-}
-
-/// Every process descended from `root`, found by walking /proc (parent links), so that a
-/// descendant which left the agent's group (setsid) is still reached. One that was re-parented
-/// away before the walk (its parent already exited) cannot be found: Linux keeps no such link.
-#[cfg(target_os = "macos")]
-pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-    crate::darwin::descendants(root)
-}
-
-#[cfg(not(target_os = "macos"))]
-pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
-    let mut children: std::collections::HashMap<libc::pid_t, Vec<libc::pid_t>> =
-        std::collections::HashMap::new();
-    for process in proc_stats() {
-        children
-            .entry(process.parent)
-            .or_default()
-            .push(process.pid);
-    }
-    let mut found = Vec::new();
-    let mut queue = vec![root];
-    while let Some(pid) = queue.pop() {
-        for &child in children.get(&pid).into_iter().flatten() {
-            found.push(child);
-            queue.push(child);
-        }
-    }
-    found
-}
-
-/// A process as its /proc/PID/stat shows it.
-#[cfg(not(target_os = "macos"))]
-struct ProcStat {
-    pid: libc::pid_t,
-    /// `R`, `S`, …; `Z` a zombie, `X` dead.
-    state: char,
-    parent: libc::pid_t,
-    group: libc::pid_t,
-}
-
-/// Every process /proc lists (none where there is no /proc); one that exits during the walk
-/// is skipped.
-#[cfg(not(target_os = "macos"))]
-fn proc_stats() -> impl Iterator<Item = ProcStat> {
-    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    entries.filter_map(|entry| {
-        let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces and parentheses: fields follow the last ')'.
-        let (_, fields) = stat.rsplit_once(')')?;
-        let mut fields = fields.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let parent = fields.next()?.parse().ok()?;
-        let group = fields.next()?.parse().ok()?;
-        Some(ProcStat {
-            pid,
-            state,
-            parent,
-            group,
-        })
-    })
+    Ok((agent, PipeTransport::new(stdin, stdout, pid)))
 }
 
 /// Asks for a 1 MiB pipe buffer on the agent's stdout (the default is 64 KiB): a streaming agent
@@ -411,27 +142,16 @@ fn proc_stats() -> impl Iterator<Item = ProcStat> {
 /// cap it (`/proc/sys/fs/pipe-max-size`), and a smaller pipe only costs speed. macOS has no such
 /// knob (its pipes grow by themselves up to 64 KiB).
 #[cfg(target_os = "linux")]
-fn grow_pipe(fd: &OwnedFd) {
+fn grow_pipe(pipe: &OwnedFd) {
+    use std::os::fd::AsRawFd;
     // SAFETY: fcntl on a descriptor we own.
     unsafe {
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+        libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 fn grow_pipe(_: &OwnedFd) {}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(raw, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
 
 fn signal_group(pid: libc::pid_t, signal: libc::c_int) {
     // SAFETY: plain kill(2). The group id is the agent's pid (it called setsid), and that pid
@@ -466,10 +186,10 @@ impl Agent {
         if self.drain.is_some() || self.reaped {
             return Ok(());
         }
-        let Some(pipe) = tail.pipe.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        let Some(pipe) = tail.take_pipe() else {
             return Ok(());
         };
-        let (stop_read, stop_write) = pipe_cloexec()?;
+        let (stop_read, stop_write) = fd::pipe_cloexec()?;
         let drain = Arc::clone(tail);
         let spawned = std::thread::Builder::new()
             .name("acp-fast-stderr".into())
@@ -509,7 +229,7 @@ impl Agent {
         if !self.reaped && self.owned_here() {
             let _ = self.child.wait();
             self.reaped = true;
-            crate::supervisor::forget(self.child.id());
+            supervisor::forget(self.child.id());
             if let Some((thread, stop)) = self.drain.take() {
                 drop(stop); // EOF on the stop pipe: the drain takes what is buffered and ends
                 let _ = thread.join();
@@ -537,16 +257,20 @@ impl Agent {
         if !self.owned_here() || self.reaped {
             return None;
         }
-        peek_exit(self.child.id() as libc::pid_t)
+        crate::exit::peek_exit(self.child.id() as libc::pid_t)
+    }
+}
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop_and_reap();
     }
 }
 
-/// Whether /proc shows a live process (not a zombie) in group `pgid` other than `pgid` itself.
+/// Whether a live process other than `pgid` itself is in group `pgid` (Linux only, as before
+/// the process table was shared: macOS agents have not been seen to need it).
 #[cfg(target_os = "linux")]
 fn group_has_others(pgid: libc::pid_t) -> bool {
-    proc_stats().any(|process| {
-        process.pid != pgid && process.group == pgid && !matches!(process.state, 'Z' | 'X')
-    })
+    crate::proc_table::group_has_others(pgid)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -554,312 +278,11 @@ fn group_has_others(_pgid: libc::pid_t) -> bool {
     false
 }
 
-/// The exit status of our child `pid` if it has exited, without reaping it.
-fn peek_exit(pid: libc::pid_t) -> Option<std::process::ExitStatus> {
-    use std::os::unix::process::ExitStatusExt;
-    let info = waitid_nowait(pid).ok()??;
-    // SAFETY: the siginfo was filled by waitid for a child that exited.
-    let status = unsafe { info.si_status() };
-    // Rebuild the wait(2) status word std understands from the siginfo.
-    Some(match info.si_code {
-        libc::CLD_EXITED => std::process::ExitStatus::from_raw((status & 0xff) << 8),
-        libc::CLD_DUMPED => std::process::ExitStatus::from_raw((status & 0x7f) | 0x80),
-        _ => std::process::ExitStatus::from_raw(status & 0x7f),
-    })
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.stop_and_reap();
-    }
-}
-
-/// Whether `pid` (our child) has exited, without reaping it. A pid that is no longer our
-/// child (already reaped, by `close()` on another thread) has exited too.
-fn has_exited(pid: libc::pid_t) -> bool {
-    !matches!(waitid_nowait(pid), Ok(None))
-}
-
-/// `waitid(WEXITED | WNOHANG | WNOWAIT)`: the exit record of our child `pid`, left in place.
-fn waitid_nowait(pid: libc::pid_t) -> io::Result<Option<libc::siginfo_t>> {
-    // SAFETY: waitid with WNOWAIT only inspects; the siginfo is ours to fill.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((info.si_pid() != 0).then_some(info))
-    }
-}
-
-/// The agent's stdin and stdout, both non-blocking, waited on with poll(2).
-pub struct PipeTransport {
-    /// `None` once `close_stdin` let the agent see end of input.
-    stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    pid: libc::pid_t,
-    wait: Duration,
-    /// A `Waker`'s fd, polled with stdout so another thread reaches a blocked read at once.
-    waker: Option<std::os::fd::RawFd>,
-    /// The next read waits before it reads (see `expect_answer`).
-    wait_first: bool,
-    spin: AnswerSpin,
-    /// Lines wait for room in the agent's stdin: a read's wait ends when it has some.
-    write_pending: bool,
-}
-
-impl PipeTransport {
-    /// The caller just sent something the agent will answer: the next read spins for it while a
-    /// CPU is idle (`AnswerSpin`), else polls first instead of paying for a read that fails
-    /// with EAGAIN.
-    pub fn expect_answer(&mut self) {
-        self.wait_first = true;
-    }
-
-    /// Whether lines wait for room in the agent's stdin (then a read's wait ends when there
-    /// is room, so the caller can write them).
-    pub fn set_write_pending(&mut self, pending: bool) {
-        self.write_pending = pending;
-    }
-
-    /// Waits (at most 100 ms) for room in the agent's stdin, or, with
-    /// `read_too`, for bytes on its stdout: an agent that writes before it reads may be
-    /// blocked on its full stdout while its stdin is full of our lines.
-    pub fn wait_room(&self, read_too: bool) -> io::Result<Room> {
-        let Some(stdin) = &self.stdin else {
-            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
-        };
-        let stdout = read_too.then(|| (self.stdout.as_raw_fd(), libc::POLLIN));
-        // Not `self.wait`, which a read that must not wait sets to zero.
-        let wait = Duration::from_millis(100);
-        Ok(match wait_for(stdin, libc::POLLOUT, wait, None, stdout)? {
-            Wait::Ready => Room::Writable,
-            Wait::Also => Room::Readable,
-            Wait::Idle | Wait::Woken => Room::Idle,
-        })
-    }
-
-    /// One non-blocking write attempt (`Idle` when the pipe is full): cheap enough to make
-    /// without releasing the GIL.
-    pub fn try_write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
-        let Some(stdin) = &self.stdin else {
-            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
-        };
-        // SAFETY: writing from a valid buffer.
-        let count = unsafe { libc::write(stdin.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-        if count >= 0 {
-            return Ok(WriteOutcome::Wrote(count as usize));
-        }
-        let error = io::Error::last_os_error();
-        match error.kind() {
-            io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => Ok(WriteOutcome::Idle),
-            _ => Err(error),
-        }
-    }
-
-    /// Polls `fd` (a `Waker`'s read end, which must outlive this transport) with stdout.
-    pub fn set_waker(&mut self, fd: std::os::fd::RawFd) {
-        self.waker = Some(fd);
-    }
-
-    /// Closes the agent's stdin (it sees end of input) and keeps reading its stdout, so an agent
-    /// shutting down by itself is not killed by SIGPIPE.
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// The longest a read or write waits before returning `Idle`.
-    pub fn set_wait(&mut self, wait: Duration) {
-        self.wait = wait;
-    }
-
-    /// The agent's stdout and (until `close_stdin`) stdin, both `O_NONBLOCK`, for an event
-    /// loop to watch; they stay owned here.
-    pub fn raw_fds(&self) -> (std::os::fd::RawFd, Option<std::os::fd::RawFd>) {
-        (
-            self.stdout.as_raw_fd(),
-            self.stdin.as_ref().map(AsRawFd::as_raw_fd),
-        )
-    }
-
-    /// One read(2) and nothing else (an event loop said the pipe is readable): `Idle` on EAGAIN.
-    pub fn read_now(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
-        // SAFETY: reading into a valid, exclusively borrowed buffer.
-        let count =
-            unsafe { libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if count > 0 {
-            return Ok(ReadOutcome::Data(count as usize));
-        }
-        if count == 0 {
-            return Ok(ReadOutcome::Eof);
-        }
-        let error = io::Error::last_os_error();
-        match error.kind() {
-            io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => Ok(ReadOutcome::Idle),
-            _ => Err(error),
-        }
-    }
-
-    /// Whether the agent process has exited (not reaped).
-    pub fn agent_exited(&self) -> bool {
-        has_exited(self.pid)
-    }
-}
-
-/// Whether `fd` became ready within `wait`; `Woken` when the waker fired first.
-enum Wait {
-    Ready,
-    /// The other descriptor (`also`) is ready.
-    Also,
-    Idle,
-    Woken,
-}
-
-fn wait_for(
-    fd: &OwnedFd,
-    events: libc::c_short,
-    wait: Duration,
-    waker: Option<std::os::fd::RawFd>,
-    also: Option<(std::os::fd::RawFd, libc::c_short)>,
-) -> io::Result<Wait> {
-    let (also_fd, also_events) = also.unwrap_or((-1, 0));
-    // A negative fd is ignored by poll(2): one array serves every combination.
-    let mut pollfds = [
-        libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: waker.unwrap_or(-1),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: also_fd,
-            events: also_events,
-            revents: 0,
-        },
-    ];
-    // SAFETY: three valid pollfds.
-    let ready = unsafe { libc::poll(pollfds.as_mut_ptr(), 3, wait.as_millis() as libc::c_int) };
-    if ready < 0 {
-        let error = io::Error::last_os_error();
-        if error.kind() == io::ErrorKind::Interrupted {
-            return Ok(Wait::Idle);
-        }
-        return Err(error);
-    }
-    Ok(if pollfds[0].revents != 0 {
-        Wait::Ready
-    } else if pollfds[1].revents != 0 {
-        Wait::Woken
-    } else if pollfds[2].revents != 0 {
-        Wait::Also
-    } else {
-        Wait::Idle
-    })
-}
-
-/// What `PipeTransport::wait_room` found.
-pub enum Room {
-    /// The agent's stdin has room.
-    Writable,
-    /// Its stdin is still full, and its stdout has bytes: read them (it may be blocked
-    /// writing them, waiting for us to read, while we wait for it to read).
-    Readable,
-    Idle,
-}
-
-impl Transport for PipeTransport {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<ReadOutcome> {
-        let mut wait_first = std::mem::take(&mut self.wait_first);
-        if wait_first && !self.wait.is_zero() {
-            if let Some(outcome) = self.spin.read(self.stdout.as_raw_fd(), buf) {
-                return outcome;
-            }
-        }
-        loop {
-            let kind = if std::mem::take(&mut wait_first) {
-                io::ErrorKind::WouldBlock
-            } else {
-                // SAFETY: reading into a valid, exclusively borrowed buffer.
-                let count = unsafe {
-                    libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-                };
-                if count > 0 {
-                    return Ok(ReadOutcome::Data(count as usize));
-                }
-                if count == 0 {
-                    return Ok(ReadOutcome::Eof);
-                }
-                let error = io::Error::last_os_error();
-                match error.kind() {
-                    kind @ (io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => kind,
-                    _ => return Err(error),
-                }
-            };
-            match kind {
-                io::ErrorKind::Interrupted => return Ok(ReadOutcome::Idle),
-                io::ErrorKind::WouldBlock => {
-                    // Lines wait for the agent's stdin: its room ends the wait too.
-                    let stdin_room = self
-                        .stdin
-                        .as_ref()
-                        .filter(|_| self.write_pending)
-                        .map(|fd| (fd.as_raw_fd(), libc::POLLOUT));
-                    let ready = wait_for(
-                        &self.stdout,
-                        libc::POLLIN,
-                        self.wait,
-                        self.waker,
-                        stdin_room,
-                    )?;
-                    if let Wait::Also = ready {
-                        return Ok(ReadOutcome::Idle);
-                    }
-                    if let Wait::Woken = ready {
-                        return Ok(ReadOutcome::Woken);
-                    }
-                    if let Wait::Idle = ready {
-                        // Nothing is buffered. If the agent itself is gone, a process it
-                        // started may hold the pipe open forever: its output has ended.
-                        if !has_exited(self.pid) {
-                            return Ok(ReadOutcome::Idle);
-                        }
-                        // One last look: a line may have landed just before the agent went.
-                        // SAFETY: as above.
-                        let count = unsafe {
-                            libc::read(self.stdout.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-                        };
-                        return Ok(if count > 0 {
-                            ReadOutcome::Data(count as usize)
-                        } else {
-                            ReadOutcome::Eof
-                        });
-                    }
-                }
-                _ => unreachable!("other errors returned above"),
-            }
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> io::Result<WriteOutcome> {
-        match self.try_write(bytes)? {
-            WriteOutcome::Idle => match self.wait_room(false)? {
-                Room::Writable => self.try_write(bytes),
-                Room::Readable | Room::Idle => Ok(WriteOutcome::Idle),
-            },
-            wrote => Ok(wrote),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+    use crate::io::{ReadOutcome, Transport};
+    use std::time::{Duration, Instant};
 
     fn sh(script: &str) -> SpawnOptions {
         SpawnOptions {
@@ -869,20 +292,8 @@ mod tests {
         }
     }
 
-    #[cfg(target_os = "macos")]
     fn alive(pid: i32) -> bool {
-        crate::darwin::info(pid).is_some_and(|info| !info.zombie)
-    }
-
-    #[cfg(not(target_os = "macos"))]
-    fn alive(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => {
-                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-                !state.starts_with('Z')
-            }
-            Err(_) => false,
-        }
+        crate::proc_table::process(pid).is_some_and(|p| !p.exited)
     }
 
     #[test]
@@ -897,12 +308,8 @@ mod tests {
         assert!(!alive(pid));
     }
 
-    #[test]
-    fn stop_kills_a_term_ignoring_group() {
-        let (mut agent, mut pipes) = spawn(&sh(
-            "trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done",
-        ))
-        .unwrap();
+    /// The first line the agent prints, as a pid.
+    fn read_pid(pipes: &mut PipeTransport) -> i32 {
         let mut buf = [0u8; 64];
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut got = Vec::new();
@@ -911,14 +318,54 @@ mod tests {
                 got.extend_from_slice(&buf[..n]);
             }
         }
-        let grandchild: i32 = String::from_utf8(got).unwrap().trim().parse().unwrap();
-        assert!(alive(grandchild));
+        String::from_utf8(got).unwrap().trim().parse().unwrap()
+    }
+
+    /// Stops and reaps the agent; `pid` (a descendant) must be gone soon after.
+    fn stop_reaches(mut agent: Agent, pid: i32) {
+        assert!(alive(pid));
         let started = Instant::now();
         agent.stop_and_reap();
-        while alive(grandchild) && started.elapsed() < Duration::from_secs(2) {
+        while alive(pid) && started.elapsed() < Duration::from_secs(2) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(!alive(grandchild), "the grandchild outlived stop_and_reap");
+        assert!(!alive(pid), "the descendant outlived stop_and_reap");
+    }
+
+    #[test]
+    fn stop_kills_a_term_ignoring_group() {
+        let (agent, mut pipes) = spawn(&sh(
+            "trap '' TERM; sleep 100 & echo $!; while true; do sleep 5 & wait; done",
+        ))
+        .unwrap();
+        let grandchild = read_pid(&mut pipes);
+        stop_reaches(agent, grandchild);
+    }
+
+    /// Attack: the agent starts, in a session of its own, a program whose name is not UTF-8
+    /// and holds `)` (a file name may hold any byte but '/' and NUL), which starts a child. Out
+    /// of the agent's group, both are reached only by the walk of parent links through the
+    /// oddly named one: a table that skipped it (a /proc reader wanting UTF-8) lost both.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stop_reaches_through_a_process_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("acp-os-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let odd = dir.join(std::ffi::OsStr::from_bytes(b"\xff) S 1 1 \xfe"));
+        std::fs::copy("/bin/sh", &odd).unwrap();
+        let mut options = sh(r#"setsid "$0" -c 'sleep 100 & echo $!; wait' & wait"#);
+        options.args.push(odd.clone().into_os_string());
+        let (agent, mut pipes) = spawn(&options).unwrap();
+        let grandchild = read_pid(&mut pipes);
+        // SAFETY: getsid(2) only reads.
+        assert_ne!(
+            unsafe { libc::getsid(grandchild) },
+            agent.pid() as i32,
+            "left the session"
+        );
+        stop_reaches(agent, grandchild);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

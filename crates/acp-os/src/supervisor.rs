@@ -22,12 +22,16 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{IntoRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
+
+use crate::fd;
+use crate::proc_table::{self, Proc};
+use crate::sync::lock;
 
 const WATCH: u8 = b'+';
 const FORGET: u8 = b'-';
@@ -49,7 +53,7 @@ static ATFORK: Once = Once::new();
 
 /// Sets the command that starts a guard; its process must call `serve()`. `None` disables it.
 pub fn set_launcher(argv: Option<Vec<OsString>>) {
-    *LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()) = argv.filter(|a| !a.is_empty());
+    *lock(&LAUNCHER) = argv.filter(|a| !a.is_empty());
 }
 
 /// The pid of this process's guard, if one is running (started on the first `watch`).
@@ -153,7 +157,7 @@ fn write_record(fd: RawFd, record: &[u8; RECORD]) -> io::Result<()> {
 }
 
 fn drop_guard(fd: RawFd) {
-    let _guard = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+    let _guard = lock(&STARTING);
     if PIPE
         .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
@@ -180,13 +184,11 @@ extern "C" fn forget_after_fork() {
 }
 
 fn start_guard() -> io::Result<RawFd> {
-    let _guard = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+    let _guard = lock(&STARTING);
     if let Some(fd) = current_pipe() {
         return Ok(fd);
     }
-    let argv = LAUNCHER
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    let argv = lock(&LAUNCHER)
         .clone()
         .ok_or_else(|| io::Error::new(io::ErrorKind::Unsupported, "no guard launcher"))?;
     ATFORK.call_once(|| {
@@ -194,7 +196,7 @@ fn start_guard() -> io::Result<RawFd> {
         unsafe { libc::pthread_atfork(None, None, Some(forget_after_fork)) };
     });
     // Both close-on-exec, so no agent inherits them.
-    let (read, write) = crate::process::pipe_cloexec()?;
+    let (read, write) = fd::pipe_cloexec()?;
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -205,13 +207,10 @@ fn start_guard() -> io::Result<RawFd> {
         .process_group(0)
         // It must not pin the host's directory (which may be deleted or unmounted).
         .current_dir("/");
-    let child = command.spawn()?;
-    // SAFETY: fcntl on the descriptor we own.
-    unsafe {
-        let raw = write.as_raw_fd();
-        let flags = libc::fcntl(raw, libc::F_GETFL);
-        libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
+    let child = fd::spawn(&mut command)?;
+    // Non-blocking: a stopped guard must not wedge the host (`write_record`). Should it fail,
+    // a write to a full pipe waits for the guard: no record is lost either way.
+    let _ = fd::set_nonblocking(&write);
     let fd = write.into_raw_fd();
     PIPE_INODE.store(inode(fd).unwrap_or(0), Ordering::SeqCst);
     GUARD_PID.store(child.id() as i32, Ordering::SeqCst);
@@ -361,99 +360,26 @@ impl Registry {
     fn show(&self) {}
 }
 
-#[cfg(not(target_os = "macos"))]
-struct Stat {
-    state: u8,
-    ppid: libc::pid_t,
-    pgid: libc::pid_t,
-    sid: libc::pid_t,
-    start: u64,
-}
-
-#[cfg(not(target_os = "macos"))]
-fn stat(pid: libc::pid_t) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields follow the last ')'.
-    let mut fields = text.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.bytes().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    let sid = fields.next()?.parse().ok()?;
-    // Field 22 (starttime) is the 19th after the state.
-    let start = fields.nth(15)?.parse().ok()?;
-    Some(Stat {
-        state,
-        ppid,
-        pgid,
-        sid,
-        start,
-    })
-}
-
-#[cfg(not(target_os = "macos"))]
 fn start_time(pid: libc::pid_t) -> Option<u64> {
-    stat(pid).map(|s| s.start)
-}
-
-#[cfg(target_os = "macos")]
-fn start_time(pid: libc::pid_t) -> Option<u64> {
-    crate::darwin::info(pid).map(|info| info.start)
-}
-
-/// Every process as (pid, ppid, process group, session), zombies and this process left out.
-#[cfg(target_os = "macos")]
-fn live_processes() -> Vec<(libc::pid_t, libc::pid_t, libc::pid_t, libc::pid_t)> {
-    let me = std::process::id() as libc::pid_t;
-    crate::darwin::all_pids()
-        .into_iter()
-        .filter(|&pid| pid != me)
-        .filter_map(|pid| crate::darwin::info(pid).map(|info| (pid, info)))
-        .filter(|(_, info)| !info.zombie)
-        .map(|(pid, info)| (pid, info.ppid, info.pgid, info.sid))
-        .collect()
-}
-
-#[cfg(not(target_os = "macos"))]
-fn live_processes() -> Vec<(libc::pid_t, libc::pid_t, libc::pid_t, libc::pid_t)> {
-    let me = std::process::id() as libc::pid_t;
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Some(stat) = stat(pid) else { continue };
-        if stat.state == b'Z' || stat.state == b'X' || pid == me {
-            continue;
-        }
-        found.push((pid, stat.ppid, stat.pgid, stat.sid));
-    }
-    found
+    proc_table::process(pid).map(|p| p.start)
 }
 
 /// Every live process that belongs to one of `leaders`: same group or session, or descended
-/// from such a process.
+/// from such a process (this process, the guard, left out).
 pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
+    let me = std::process::id() as libc::pid_t;
+    let table: Vec<Proc> = proc_table::processes()
+        .into_iter()
+        .filter(|p| !p.exited && p.pid != me)
+        .collect();
     let roots: HashSet<libc::pid_t> = leaders.iter().copied().collect();
-    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-    let mut found: HashSet<libc::pid_t> = HashSet::new();
-    for (pid, ppid, pgid, sid) in live_processes() {
-        children.entry(ppid).or_default().push(pid);
-        if roots.contains(&pid) || roots.contains(&pgid) || roots.contains(&sid) {
-            found.insert(pid);
-        }
-    }
-    let mut queue: Vec<libc::pid_t> = found.iter().copied().collect();
-    while let Some(pid) = queue.pop() {
-        for &child in children.get(&pid).into_iter().flatten() {
-            if found.insert(child) {
-                queue.push(child);
-            }
-        }
-    }
+    let members: HashSet<libc::pid_t> = table
+        .iter()
+        .filter(|p| roots.contains(&p.pid) || roots.contains(&p.pgid) || roots.contains(&p.sid))
+        .map(|p| p.pid)
+        .collect();
+    let mut found = proc_table::descendants_in(&table, &members);
+    found.extend(members);
     found.into_iter().collect()
 }
 
@@ -512,22 +438,18 @@ mod tests {
         assert_eq!(registry.leaders(), vec![std::process::id() as i32]);
     }
 
-    #[cfg(not(target_os = "macos"))]
     fn alive(pid: i32) -> bool {
-        stat(pid).is_some_and(|s| s.state != b'Z' && s.state != b'X')
+        proc_table::process(pid).is_some_and(|p| !p.exited)
     }
 
-    #[cfg(target_os = "macos")]
-    fn alive(pid: i32) -> bool {
-        crate::darwin::info(pid).is_some_and(|info| !info.zombie)
-    }
-
-    #[test]
-    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
+    /// Starts `sh -c script arg0` as a group leader; returns it and the pid its first line
+    /// names.
+    fn leader_and_escaped(script: &str, arg0: &std::ffi::OsStr) -> (std::process::Child, i32) {
         use std::io::Read;
-        // The leader's child calls setsid(): out of the group and session, still a descendant.
         let mut leader = Command::new("/bin/sh")
-            .args(["-c", "setsid sleep 100 & echo $!; sleep 100 & wait"])
+            .arg("-c")
+            .arg(script)
+            .arg(arg0)
             .stdout(Stdio::piped())
             .process_group(0)
             .spawn()
@@ -538,12 +460,12 @@ mod tests {
         while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
             line.push(byte[0]);
         }
-        let escaped: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        // SAFETY: getsid(2) only reads.
-        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let escaped = String::from_utf8(line).unwrap().trim().parse().unwrap();
+        (leader, escaped)
+    }
+
+    /// The guard's targets of `leader` hold `escaped`, and kill_all kills it.
+    fn kill_all_reaches(mut leader: std::process::Child, escaped: i32) {
         let group = targets(&[leader.id() as i32]);
         assert!(group.contains(&escaped), "{group:?}");
         kill_all(&[leader.id() as i32]);
@@ -553,6 +475,35 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(!alive(escaped));
+    }
+
+    #[test]
+    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
+        // The leader's child calls setsid(): out of the group and session, still a descendant.
+        let script = "setsid sleep 100 & echo $!; sleep 100 & wait";
+        let (leader, escaped) = leader_and_escaped(script, "sh".as_ref());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // SAFETY: getsid(2) only reads.
+        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_all_reaches(leader, escaped);
+    }
+
+    /// Attack: the escape goes through a program whose name is not UTF-8 (and holds `)`): the
+    /// child it starts is reached only through it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kill_all_reaches_through_a_process_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("acp-os-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let odd = dir.join(std::ffi::OsStr::from_bytes(b"\xfe) R 1 1 \xff"));
+        std::fs::copy("/bin/sh", &odd).unwrap();
+        let script = r#"setsid "$0" -c 'sleep 100 & echo $!; wait' & sleep 100 & wait"#;
+        let (leader, escaped) = leader_and_escaped(script, odd.as_os_str());
+        kill_all_reaches(leader, escaped);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -7,17 +7,20 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use acp_proto::host::ExitStatus;
 
-use crate::io::Waker;
-use crate::process::descendants;
+use crate::fd;
+use crate::io::{Notifier, Waker};
+use crate::proc_table::descendants;
+use crate::supervisor;
+use crate::sync::lock;
 
 /// The retained output: the last `limit` bytes in a ring; a snapshot drops leading UTF-8
 /// continuation bytes, so it is the longest suffix within `limit` that starts on a boundary.
@@ -175,7 +178,7 @@ impl Term {
         if got == self.pid {
             self.exit = Some(exit_of(status));
             self.pidfd = None;
-            crate::supervisor::forget(self.pid as u32);
+            supervisor::forget(self.pid as u32);
             return true;
         }
         if got < 0 {
@@ -211,44 +214,16 @@ pub struct Terminals {
     /// A terminal exited since `take_exits` last looked.
     exited: AtomicBool,
     /// Wakes the client's driver when a terminal exits (a pending wait can be answered).
-    notifier: Mutex<Option<Arc<crate::io::Notifier>>>,
+    notifier: Mutex<Option<Arc<Notifier>>>,
 }
 
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe() fills two fds on success.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds are new and ours alone.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    for fd in [&read, &write] {
-        // SAFETY: fcntl on an fd we own.
-        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    // SAFETY: as above.
-    unsafe {
-        let flags = libc::fcntl(read.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(read.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
+/// The output pipe (read end, write end): close-on-exec from birth, so a child another thread
+/// forks meanwhile cannot inherit the write end and hold the terminal's output open forever;
+/// the read end non-blocking for the drain thread.
+fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = fd::pipe_cloexec()?;
+    fd::set_nonblocking(&read)?;
     Ok((read, write))
-}
-
-#[cfg(target_os = "linux")]
-fn pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open(2) on our own unreaped child; the fd is owned below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a new fd returned by the kernel.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn pidfd(_pid: libc::pid_t) -> Option<OwnedFd> {
-    None
 }
 
 impl Terminals {
@@ -263,8 +238,8 @@ impl Terminals {
     }
 
     /// Who to wake when a terminal exits.
-    pub fn set_notifier(&self, notifier: Arc<crate::io::Notifier>) {
-        *self.notifier.lock().unwrap_or_else(|e| e.into_inner()) = Some(notifier);
+    pub fn set_notifier(&self, notifier: Arc<Notifier>) {
+        *lock(&self.notifier) = Some(notifier);
     }
 
     /// Starts a terminal; its id is `term-<n>`, n counting from 1.
@@ -272,7 +247,7 @@ impl Terminals {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::Error::other("the client is closed"));
         }
-        let (read, write) = pipe()?;
+        let (read, write) = output_pipe()?;
         let mut command = Command::new(&spawn.command);
         command
             .args(&spawn.args)
@@ -291,10 +266,10 @@ impl Terminals {
                 Ok(())
             });
         }
-        let child = command.spawn()?;
+        let child = fd::spawn(&mut command)?;
         drop(command); // closes our copies of the write end
         let pid = child.id() as libc::pid_t;
-        crate::supervisor::watch(pid as u32);
+        supervisor::watch(pid as u32);
         let mut inner = lock(&self.inner);
         inner.next += 1;
         let id = format!("term-{}", inner.next);
@@ -303,7 +278,7 @@ impl Terminals {
             Term {
                 session: session.to_owned(),
                 pid,
-                pidfd: pidfd(pid),
+                pidfd: fd::pidfd(pid as u32).ok(),
                 out: Some(read),
                 retained: Retained::new(spawn.limit),
                 exit: None,
@@ -418,35 +393,8 @@ impl Terminals {
     /// The drain thread: poll every output pipe and pidfd, keep what is printed, note exits.
     fn drain(self: Arc<Self>) {
         let mut buf = vec![0u8; 64 * 1024];
-        let has_pidfds = cfg!(target_os = "linux");
-        loop {
-            if self.closed.load(Ordering::SeqCst) {
-                return;
-            }
-            let mut fds = vec![libc::pollfd {
-                fd: self.waker.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            let mut polling_exits = false;
-            {
-                let inner = lock(&self.inner);
-                for term in inner.terms.values() {
-                    for fd in [&term.out, &term.pidfd].into_iter().flatten() {
-                        fds.push(libc::pollfd {
-                            fd: fd.as_raw_fd(),
-                            events: libc::POLLIN,
-                            revents: 0,
-                        });
-                    }
-                    polling_exits |= term.exit.is_none() && term.pidfd.is_none();
-                }
-            }
-            let timeout = if polling_exits || !has_pidfds {
-                50
-            } else {
-                1000
-            };
+        while !self.closed.load(Ordering::SeqCst) {
+            let (mut fds, timeout) = self.poll_set();
             // SAFETY: a valid array of pollfds. The fds stay open: only this thread closes them.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if fds[0].revents != 0 {
@@ -460,51 +408,80 @@ impl Terminals {
             let mut inner = lock(&self.inner);
             let mut any_exit = false;
             for term in inner.terms.values_mut() {
-                if let Some(out) = &term.out {
-                    if ready.contains(&out.as_raw_fd()) {
-                        // One read per wake: a flooding terminal cannot starve the others.
-                        // SAFETY: reading into our buffer from our non-blocking fd.
-                        let n = unsafe {
-                            libc::read(out.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-                        };
-                        if n > 0 {
-                            term.retained.push(&buf[..n as usize]);
-                        } else if n == 0
-                            || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
-                        {
-                            term.out = None; // end of output (every writer closed it)
-                        }
-                    }
-                }
-                let check = match &term.pidfd {
-                    Some(fd) => ready.contains(&fd.as_raw_fd()),
-                    None => term.exit.is_none(),
-                };
-                if check && term.exit.is_none() && term.reap(false) {
-                    any_exit = true;
-                }
+                any_exit |= term.take_output(&ready, &mut buf);
             }
-            // A released terminal is dropped once it has ended and its pipe is closed.
-            let gone: Vec<String> = inner
-                .terms
-                .iter()
-                .filter(|(_, t)| t.released && t.exit.is_some() && t.out.is_none())
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in gone {
-                if let Some(term) = inner.terms.remove(&id) {
-                    if inner.ended.len() >= ENDED {
-                        inner.ended.pop_front();
-                    }
-                    inner.ended.push_back((id, term.exit.expect("ended")));
-                }
-            }
+            inner.drop_ended();
             drop(inner);
             if any_exit {
                 self.exited.store(true, Ordering::SeqCst);
-                if let Some(notifier) = &*self.notifier.lock().unwrap_or_else(|e| e.into_inner()) {
+                if let Some(notifier) = &*lock(&self.notifier) {
                     notifier.wake();
                 }
+            }
+        }
+    }
+
+    /// The waker, every output pipe and every pidfd, and how long to wait (ms): short where an
+    /// exit can only be seen by looking (no pidfd).
+    fn poll_set(&self) -> (Vec<libc::pollfd>, libc::c_int) {
+        let pollfd = |fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = vec![pollfd(self.waker.fd())];
+        let mut polling_exits = !cfg!(target_os = "linux");
+        let inner = lock(&self.inner);
+        for term in inner.terms.values() {
+            for fd in [&term.out, &term.pidfd].into_iter().flatten() {
+                fds.push(pollfd(fd.as_raw_fd()));
+            }
+            polling_exits |= term.exit.is_none() && term.pidfd.is_none();
+        }
+        (fds, if polling_exits { 50 } else { 1000 })
+    }
+}
+
+impl Term {
+    /// One read of its output if `ready` has its pipe (one per wake: a flooding terminal cannot
+    /// starve the others), and a reap if it may have exited; true if it exited just now.
+    fn take_output(&mut self, ready: &[RawFd], buf: &mut [u8]) -> bool {
+        if let Some(out) = &self.out {
+            if ready.contains(&out.as_raw_fd()) {
+                // SAFETY: reading into our buffer from our non-blocking fd.
+                let n = unsafe { libc::read(out.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n > 0 {
+                    self.retained.push(&buf[..n as usize]);
+                } else if n == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
+                {
+                    self.out = None; // end of output (every writer closed it)
+                }
+            }
+        }
+        let check = match &self.pidfd {
+            Some(fd) => ready.contains(&fd.as_raw_fd()),
+            None => self.exit.is_none(),
+        };
+        check && self.exit.is_none() && self.reap(false)
+    }
+}
+
+impl Inner {
+    /// A released terminal is dropped once it has ended and its pipe is closed; its exit status
+    /// is kept (the last `ENDED`) for waits still pending.
+    fn drop_ended(&mut self) {
+        let gone: Vec<String> = self
+            .terms
+            .iter()
+            .filter(|(_, t)| t.released && t.exit.is_some() && t.out.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            if let Some(term) = self.terms.remove(&id) {
+                if self.ended.len() >= ENDED {
+                    self.ended.pop_front();
+                }
+                self.ended.push_back((id, term.exit.expect("ended")));
             }
         }
     }

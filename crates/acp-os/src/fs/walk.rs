@@ -16,10 +16,12 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{c_name, is_kind, lstat_at, open_at, FsError, Roots, Target};
+use super::error::FsError;
+use super::roots::{Roots, Target};
+use super::sys::{c_name, is_kind, lstat_at, open_at};
 
 /// How many symlinks one request may pass through (the kernel's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
@@ -225,9 +227,4 @@ pub(crate) fn walk(target: &Target<'_>, create: bool) -> Result<Walked, FsError>
         name: None,
         at: walk.at,
     })
-}
-
-/// An absolute path's bytes (for the root forms' comparisons).
-pub(crate) fn bytes(path: &Path) -> &[u8] {
-    path.as_os_str().as_bytes()
 }

@@ -19,7 +19,10 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{c_name, fstat, is_kind, lstat_at, open_at, walk, FsError, Target};
+use super::error::{strerror, FsError};
+use super::roots::Target;
+use super::sys::{c_name, fstat, is_kind, lstat_at, open_at};
+use super::walk;
 
 /// A name nobody can guess: 64 bits from the process's random SipHash keys, mixed with a
 /// counter, the pid and the clock.
@@ -81,7 +84,7 @@ fn check_existing(dir: &OwnedFd, name: &OsStr) -> Result<Option<Keep>, FsError> 
         Some(libc::ELOOP) => FsError::Outside,
         Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY) => refused(format!(
             "the host cannot open the file for writing ({}), so it is not replaced",
-            super::strerror(&e)
+            strerror(&e)
         )),
         _ => FsError::of(e),
     })?;
@@ -134,7 +137,7 @@ pub fn write_text_file(target: &Target<'_>, content: &str) -> Result<(), FsError
                     let error = io::Error::last_os_error();
                     return Err(refused(format!(
                         "the file belongs to uid {uid} gid {gid} and the host cannot give the new content that owner ({}), so it is not replaced",
-                        super::strerror(&error)
+                        strerror(&error)
                     )));
                 }
             }
