@@ -9,6 +9,8 @@ from typing import Any
 
 import acp_fast
 from acp_fast import journal as journal_module
+from acp_fast._agent_spec import ask_mode_to_set
+from acp_fast._text import printable_line
 
 from . import options
 from .options import Parser
@@ -48,9 +50,33 @@ def open_client(
         if attach is not None:  # the footer counts its records
             attach(journal)
     settings = options.client_options(parser, args, watched, epoch)
-    client = acp_fast.Client(command[0], args=command[1:], cwd=cwd, **settings)
+    spec = getattr(args, "agent_spec", None)
+    env = spec.environment() if spec is not None else None
+    client = acp_fast.Client(command[0], args=command[1:], cwd=cwd, env=env, **settings)
     stack.enter_context(client)
     return client
+
+
+def ask_host(client: acp_fast.Client, args: argparse.Namespace) -> str | None:
+    """For a registry agent with a profile: switch the default session to the mode in which
+    the agent asks the host. Returns a warning when the session stays in a mode where the
+    agent decides permission requests by itself (the host's rules then decide nothing)."""
+    spec = getattr(args, "agent_spec", None)
+    session = client.default_session
+    if spec is None or spec.profile is None or session is None:
+        return None
+    modes = session.modes
+    offered = [mode.id for mode in modes.available]
+    wanted = ask_mode_to_set(spec.profile, modes.current, offered)
+    if wanted is not None:
+        session.set_mode(wanted)
+    current = session.modes.current
+    if spec.profile.asks_in(current) is False:
+        return (
+            f"the agent is in mode {printable_line(current)!r}, in which it decides permission "
+            "requests itself: --allow/--deny and your answers are not asked for"
+        )
+    return None
 
 
 def stderr_tail(client: acp_fast.Client | None) -> str:

@@ -615,6 +615,9 @@ def run(parser: Parser, args: argparse.Namespace) -> int:
             screen.status(f"starting {options.agent_name(command)}…")
             client.start(timeout=args.timeout)
             screen.status(None)
+            warning = agent.ask_host(client, args)
+            if warning is not None:
+                errors.report(warning, prefix="warning")
             chat.session = client.default_session
             chat.banner()
             status = chat.loop()

@@ -9,11 +9,12 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
 from typing import Any, NoReturn
 
 import acp_fast
-from acp_fast import _host
+from acp_fast import _host, registry
 from acp_fast import journal as journal_module
 from acp_fast._text import printable_line
 
@@ -38,14 +39,29 @@ def command_parser(commands: Any, name: str, **kwargs: Any) -> Parser:
     return parser
 
 
+#: Where ``--registry`` defaults from.
+REGISTRY_VARIABLE = "ACP_FAST_REGISTRY"
+
+
+def add_registry_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry",
+        metavar="PATH|URL",
+        default=os.environ.get(REGISTRY_VARIABLE) or None,
+        help=f"an ACP registry (registry.json), a path or URL (default: ${REGISTRY_VARIABLE}); "
+        "nothing is fetched unless named",
+    )
+
+
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent",
         metavar="CMD",
         default=None,
-        help="the agent command line, split like a shell does "
-        "(default: the bundled demo agent, python -m acp_fast.demo_agent)",
+        help="the agent command line, split like a shell does, or the id of an agent of "
+        "--registry (default: the bundled demo agent, python -m acp_fast.demo_agent)",
     )
+    add_registry_option(parser)
     parser.add_argument(
         "--cwd",
         metavar="DIR",
@@ -162,8 +178,15 @@ def _seconds(text: str) -> float:
 
 
 def agent_command(parser: Parser, args: argparse.Namespace) -> list[str]:
+    """The agent's command line; for a registry id, its spec's (kept as ``args.agent_spec``,
+    whose environment and profile `agent.open_client` applies)."""
+    args.agent_spec = None
     if args.agent is None:
         return default_agent_command()
+    spec = registry_spec(parser, args)
+    if spec is not None:
+        args.agent_spec = spec
+        return [spec.command, *spec.args]
     try:
         command = shlex.split(args.agent)
     except ValueError as exc:
@@ -171,6 +194,40 @@ def agent_command(parser: Parser, args: argparse.Namespace) -> list[str]:
     if not command:
         parser.fail("--agent: empty command")
     return command
+
+
+def registry_spec(parser: Parser, args: argparse.Namespace) -> acp_fast.AgentSpec | None:
+    """The spec of ``--agent`` when it is an id of ``--registry``'s; None when it is a command
+    line. An id-like word that is neither in the registry nor a program is a usage error that
+    names the registry's ids (a typo should not become "program not found")."""
+    word = args.agent.strip()
+    if not args.registry or not registry.ID_PATTERN.fullmatch(word):
+        return None
+    try:
+        loaded = registry.load(args.registry)
+        if word not in loaded.entries and shutil.which(word) is not None:
+            return None
+        loaded.get(word)  # the error names the known ids
+        return acp_fast.AgentSpec.from_registry(
+            word, registry=loaded, progress=_download_progress(word)
+        )
+    except registry.RegistryError as exc:
+        parser.fail(f"--agent {word}: {exc}")
+
+
+def _download_progress(agent_id: str) -> Any:
+    """Prints a binary download's progress on stderr (a line a 10%, or a 16 MiB when the
+    size is unknown)."""
+    shown = [-1]
+
+    def progress(done: int, total: int | None) -> None:
+        step = done * 10 // total if total else done >> 24
+        if step != shown[0]:
+            shown[0] = step
+            size = f"{done / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done / 1e6:.1f} MB"
+            sys.stderr.write(f"acp-fast: downloading {agent_id}: {size}\n")
+
+    return progress
 
 
 def agent_name(command: list[str]) -> str:

@@ -78,6 +78,9 @@ def run(parser: Parser, args: argparse.Namespace) -> int:
             client = agent.open_client(stack, parser, args, command, view, live, cwd)
             agent.status(view, f"starting {name}…")
             client.start(timeout=args.timeout)
+            warning = agent.ask_host(client, args)
+            if warning is not None:
+                errors.report(warning, prefix="warning")
             agent.status(view, "waiting for the agent…")
             result = client.prompt_detailed(prompt, timeout=args.timeout)
             agent.status(view, None)
