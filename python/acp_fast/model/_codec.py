@@ -29,11 +29,12 @@ from ._base import (
     FieldSpec,
     Json,
     ProtocolDecodeError,
+    codec,
     update_kind_of,
 )
 
 if TYPE_CHECKING:
-    from .._types import UpdateKind
+    from .._kinds import UpdateKind
 
 K = DecodeErrorKind
 T = TypeVar("T")
@@ -653,3 +654,7 @@ def replace(obj: T, **changes: Any) -> T:
     if isinstance(obj, msgspec.Struct):
         return msgspec.structs.replace(obj, **changes)
     raise TypeError(f"not a model object: {type(obj).__name__}")
+
+
+# The bases' `from_json` decodes through this module (see `_base.codec`).
+codec.decode_as = decode_as
