@@ -15,7 +15,7 @@ from . import _calls, _convert, _core, _shutdown, _spawn_args
 from . import telemetry as _telemetry
 from ._core import Update
 from ._host import activity_callback, capability_tuple
-from ._options import ClientInfo, _check_type, _CoreOptions, _journal_epoch
+from ._options import ClientInfo, _check_options, _check_type, _CoreOptions, _journal_epoch
 from ._session import Session, _SessionBase
 from ._types import (
     DEFAULT_READER_LIMITS,
@@ -24,7 +24,6 @@ from ._types import (
     Initialize,
     Modes,
     PermissionPolicy,
-    PermissionRequest,
     PromptResult,
     ReaderLimits,
     ReaderStatus,
@@ -157,29 +156,18 @@ class _ClientBase(Generic[_S]):
             observer = self._telemetry.observe(observer)
             env = _telemetry.agent_env(env)
         self._setup()
-        _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
-        _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
-        _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
-        if client_info is None:
-            client_info = ClientInfo()
-        _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
-        if capabilities is not None:
-            _check_type(
-                capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
-            )
-        _check_type(durable, bool, "durable", "a bool")
-        if agent_id is not None:
-            _check_type(agent_id, str, "agent_id", "a str or None")
-        if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
-            raise TypeError(
-                f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
-            )
-        if session_state not in ("off", "lenient", "strict"):
-            raise ValueError(
-                f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
-            )
-        if interrupt not in ("raise", "cancel"):
-            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        client_info = _check_options(
+            reader_limits,
+            transfer_limits,
+            permission_policy,
+            client_info,
+            capabilities,
+            durable,
+            agent_id,
+            cancel_grace,
+            session_state,
+            interrupt,
+        )
         self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
@@ -203,50 +191,48 @@ class _ClientBase(Generic[_S]):
         on_permission = getattr(observer, "on_permission", None) if has else None
         on_commit = getattr(observer, "on_permission_commit", None) if has else None
 
-        preview = None
-        if on_permission is not None:
-            asked = on_permission
-            deferrable = self._asynchronous
-            if deferrable:
-                import inspect  # the asyncio facade's import (inspect loads ~40 modules)
-
-            # The core builds the `PermissionRequest` and calls this with it.
-            def preview(request: PermissionRequest) -> Any:
-                reply = asked(request)
-                if deferrable and inspect.isawaitable(reply):
-                    return reply  # the core waits for it while reading goes on
-                return _convert.observer_answer(reply)
-
-        try:
-            self._core = _core.CoreClient(
-                _CoreOptions(
-                    command=spawn.command,
-                    args=spawn.args,
-                    message_bytes=reader_limits.message_bytes,
-                    transfer_limits=transfer_limits,
-                    transport_epoch=transport_epoch,
-                    cwd=self._cwd,
-                    env=spawn.env,
-                    client_info=(client_info.name, client_info.title, client_info.version),
-                    mcp_servers=self._mcp_servers,
-                    permission_policy=permission_policy,
-                    on_update=on_update,
-                    permission_preview=preview,
-                    permission_commit=on_commit,
-                    on_sent=getattr(observer, "on_sent", None) if has else None,
-                    on_received=getattr(observer, "on_received", None) if has else None,
-                    fold=None if session_state == "off" else self._fold,
-                    stderr=stderr,
-                    stderr_tail_bytes=stderr_tail_bytes,
-                    agent_id=self.agent_id,
-                    cancel_grace=self._cancel_grace,
-                    capabilities=capability_tuple(capabilities),
-                    on_activity=activity_callback(
-                        getattr(observer, "on_activity", None) if has else None
-                    ),
-                    durable=durable,
-                )
+        # The core builds the `PermissionRequest` and calls this with it.
+        preview = _convert.permission_preview(on_permission, self._asynchronous)
+        self._core = self._spawn(
+            _CoreOptions(
+                command=spawn.command,
+                args=spawn.args,
+                message_bytes=reader_limits.message_bytes,
+                transfer_limits=transfer_limits,
+                transport_epoch=transport_epoch,
+                cwd=self._cwd,
+                env=spawn.env,
+                client_info=(client_info.name, client_info.title, client_info.version),
+                mcp_servers=self._mcp_servers,
+                permission_policy=permission_policy,
+                on_update=on_update,
+                permission_preview=preview,
+                permission_commit=on_commit,
+                on_sent=getattr(observer, "on_sent", None) if has else None,
+                on_received=getattr(observer, "on_received", None) if has else None,
+                fold=None if session_state == "off" else self._fold,
+                stderr=stderr,
+                stderr_tail_bytes=stderr_tail_bytes,
+                agent_id=self.agent_id,
+                cancel_grace=self._cancel_grace,
+                capabilities=capability_tuple(capabilities),
+                on_activity=activity_callback(
+                    getattr(observer, "on_activity", None) if has else None
+                ),
+                durable=durable,
             )
+        )
+        if journal_epoch is not None:
+            # The journal stamps its other records (sent lines, decisions) with this epoch
+            # (an epoch given by the caller leaves the journal as the caller set it up).
+            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
+        with _live_lock:
+            _live_clients.add(self)
+
+    def _spawn(self, options: _CoreOptions) -> _core.CoreClient:
+        """Starts the agent (the core spawns it); a missing cwd is named as such."""
+        try:
+            return _core.CoreClient(options)
         except (FileNotFoundError, NotADirectoryError) as error:
             # The spawn's error names the program even when the directory is what is missing.
             if self._cwd is not None and not os.path.isdir(self._cwd):
@@ -256,12 +242,6 @@ class _ClientBase(Generic[_S]):
                     self._cwd,
                 ) from error
             raise
-        if journal_epoch is not None:
-            # The journal stamps its other records (sent lines, decisions) with this epoch
-            # (an epoch given by the caller leaves the journal as the caller set it up).
-            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
-        with _live_lock:
-            _live_clients.add(self)
 
     def _fold(self, update: Update, mode_ids: list[str]) -> Any:
         """Folds an update routed to an open session, after ``on_update`` (model.md §7). In

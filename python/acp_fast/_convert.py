@@ -22,6 +22,7 @@ from ._types import (
     OverflowKind,
     PermissionOutcome,
     PermissionReply,
+    PermissionRequest,
     ResourceLink,
     Text,
     TextResource,
@@ -44,6 +45,25 @@ def observer_answer(reply: object) -> tuple[str, str, str, str] | None:
         "on_permission must return a PermissionReply, a PermissionOutcome or None "
         f"(got {type(reply).__name__})"
     )
+
+
+def permission_preview(on_permission: Any, deferrable: bool) -> Any:
+    """What the core calls with each `PermissionRequest` preview: ``on_permission``'s answer as
+    `observer_answer` reads it; with ``deferrable`` (the asyncio client) an awaitable answer is
+    handed back as it is (the core waits for it while reading goes on). None without one."""
+    if on_permission is None:
+        return None
+    asked = on_permission
+    if deferrable:
+        import inspect  # the asyncio facade's import (inspect loads ~40 modules)
+
+    def preview(request: PermissionRequest) -> Any:
+        reply = asked(request)
+        if deferrable and inspect.isawaitable(reply):
+            return reply  # the core waits for it while reading goes on
+        return observer_answer(reply)
+
+    return preview
 
 
 def content_tuple(block: ContentBlock) -> tuple[Any, ...]:

@@ -15,10 +15,12 @@ from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed, InvalidLimits
 from ._types import (
     ClientActivity,
+    ClientCapabilityConfig,
     PermissionOutcome,
     PermissionPolicy,
     PermissionReply,
     PermissionRequest,
+    ReaderLimits,
     TransferLimits,
 )
 
@@ -85,6 +87,46 @@ def _check_type(value: object, expected: type | tuple[type, ...], name: str, wha
     """TypeError naming the option and the type expected (first-use.md §1)."""
     if not isinstance(value, expected):
         raise TypeError(f"{name} must be {what} (got {type(value).__name__} {value!r})")
+
+
+def _check_options(
+    reader_limits: object,
+    transfer_limits: object,
+    permission_policy: object,
+    client_info: ClientInfo | None,
+    capabilities: object,
+    durable: object,
+    agent_id: object,
+    cancel_grace: object,
+    session_state: object,
+    interrupt: object,
+) -> ClientInfo:
+    """The client's options that the core does not check itself (first-use.md §1); the
+    `ClientInfo` to report (the default one for None)."""
+    _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
+    _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
+    _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
+    if client_info is None:
+        client_info = ClientInfo()
+    _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
+    if capabilities is not None:
+        _check_type(
+            capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
+        )
+    _check_type(durable, bool, "durable", "a bool")
+    if agent_id is not None:
+        _check_type(agent_id, str, "agent_id", "a str or None")
+    if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
+        raise TypeError(
+            f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
+        )
+    if session_state not in ("off", "lenient", "strict"):
+        raise ValueError(
+            f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
+        )
+    if interrupt not in ("raise", "cancel"):
+        raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+    return client_info
 
 
 def _journal_epoch(observer: object) -> int | None:
