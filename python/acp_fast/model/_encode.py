@@ -13,7 +13,7 @@ import msgspec
 
 from . import _generated as g
 from ._base import OMITTED, FieldSpec, ProtocolDecodeError, codec
-from ._codec import UnknownUpdate
+from ._walk import UnknownUpdate
 
 __all__ = ["session_update_to_json", "to_builtins"]
 
