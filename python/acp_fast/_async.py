@@ -331,19 +331,18 @@ class AsyncClient(_ClientBase[AsyncSession]):
         plan makes a core call (closing a session of a closed client is allowed)."""
         if bind:
             self._bind()
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                call = plan.send(value) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                result: _T = stop.value
-                return result
-            value = error = None
-            try:
-                value = await self._perform(call)
-            except BaseException as raised:  # the plan decides (CancelledError included)
-                error = raised
+        try:
+            call = plan.send(None)
+            while True:
+                try:
+                    value = await self._perform(call)
+                except BaseException as error:  # the plan decides (CancelledError included)
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(value)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
 
     async def _perform(self, call: CoreCall) -> Any:
         """The one place the asyncio client makes a plan's core call: begun on the core, then

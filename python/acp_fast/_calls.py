@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
@@ -32,11 +31,11 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class CoreCall:
+class CoreCall(NamedTuple):
     """One call of the core that a plan needs answered: the core's method ``name`` with
     ``args``. ``turn`` is the session id when the call is a prompt turn (a cancelled asyncio
-    task then cancels the turn and waits for its end, instead of giving the call up)."""
+    task then cancels the turn and waits for its end, instead of giving the call up). A tuple:
+    one is made per call, so it is the cheapest record to make."""
 
     name: str
     args: tuple[Any, ...]
@@ -108,19 +107,18 @@ class ClientLike(Protocol[_S]):
 
 def run(client: ClientLike[Any], plan: Plan[_T]) -> _T:
     """Runs a plan to its end, making each core call in place (`Client`'s runner)."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            result: _T = stop.value
-            return result
-        value = error = None
-        try:
-            value = getattr(client._live, call.name)(*call.args)
-        except BaseException as raised:  # the plan decides (KeyboardInterrupt included)
-            error = raised
+    try:
+        call = plan.send(None)
+        while True:
+            try:
+                value = getattr(client._live, call.name)(*call.args)
+            except BaseException as error:  # the plan decides (KeyboardInterrupt included)
+                call = plan.throw(error)
+            else:
+                call = plan.send(value)
+    except StopIteration as stop:
+        result: _T = stop.value
+        return result
 
 
 # --- checks -----------------------------------------------------------------------------------
