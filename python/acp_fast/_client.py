@@ -1,5 +1,6 @@
-"""`Client`: the typed facade over the Rust core. It validates options, turns records into the
-frozen data classes of `_types`, and makes sure no agent outlives the interpreter."""
+"""`Client`: the blocking client over the Rust core, and `_ClientBase`, what it shares with
+`AsyncClient` (options, the core, the observer's callbacks, sessions, state). The calls are
+`_calls`'s plans, which `Client` runs in place. No agent outlives the interpreter."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ _shutdown.install(_close_live_clients)
 
 class _ClientBase(Generic[_S]):
     """What `Client` and `AsyncClient` share: options, the core, the observer's callbacks,
-    sessions and state. The calls live in the subclasses."""
+    sessions and state. The calls are `_calls`'s plans, each subclass runs them its way."""
 
     # AsyncClient: `on_permission` may return an awaitable.
     _asynchronous = False
