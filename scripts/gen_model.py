@@ -615,7 +615,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._types import UpdateKind'''
+    from .._kinds import UpdateKind'''
 
 UNCLASSIFIED_KIND = '        return update_kind_of("unknown")  # not classified by the core yet\n'
 

@@ -27,6 +27,7 @@ from ._errors import (
     UpdateCapacityExceeded,
     UpdateCountCapacityExceeded,
 )
+from ._options import ClientInfo, Observer
 from ._session import Session
 from ._spawn_args import demo_agent_command
 from ._types import (
@@ -38,7 +39,6 @@ from ._types import (
     BlobResource,
     ClientActivity,
     ClientCapabilityConfig,
-    ClientInfo,
     ClientMethod,
     ContentBlock,
     EnvVariable,
@@ -49,7 +49,6 @@ from ._types import (
     ModelOption,
     Models,
     Modes,
-    Observer,
     Overflow,
     OverflowKind,
     PermissionDecision,

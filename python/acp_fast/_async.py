@@ -1,4 +1,5 @@
-"""`AsyncClient` and `AsyncSession`: the client driven by an asyncio event loop.
+"""`AsyncClient`: the client driven by an asyncio event loop (its sessions and their update
+iterators are `_async_session`'s, re-exported here).
 
 The same core, `Connection` and callbacks as `Client`; instead of a blocking loop, the agent's
 stdout, a waker and the agent's exit (a pidfd) are watched with ``loop.add_reader`` and each
@@ -14,18 +15,18 @@ import dataclasses
 import os
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, TypeVar
 
-from . import _interrupt, _spawn_args
-from . import telemetry as _telemetry
+from . import _calls
+from ._async_session import AsyncSession as AsyncSession
+from ._async_session import Updates as Updates
+from ._calls import CoreCall, Plan
 from ._client import _ClientBase
+from ._convert import observer_answer
 from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed
-from ._options import _connect_failure, _observer_answer, content_tuple
-from ._session import _decode_list, _SessionBase, check_timeout, content_tuples
-from ._types import PromptResult, ReaderStatus, Text, TurnResult
+from ._types import PromptResult, ReaderStatus
 
 # The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
 _MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
@@ -35,215 +36,8 @@ _MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
 # enough that 64 agents in one loop take turns every few milliseconds.
 _BUDGET = 2048
 
+_T = TypeVar("_T")
 _Report = tuple[list[tuple[int, bool, Any]], list[tuple[int, Any]], list[int], int, float | None]
-
-
-class AsyncSession(_SessionBase):
-    """One ACP session of an `AsyncClient`; made by its calls, never directly."""
-
-    _kind = "AsyncSession"
-    _client: AsyncClient
-
-    async def prompt(
-        self,
-        content: str | Iterable[Any],
-        *,
-        timeout: float | None = None,
-        interrupt: Literal["raise", "cancel"] | None = None,
-    ) -> TurnResult:
-        """One turn; arguments and result as `Session.prompt`. Cancelling the awaiting task
-        cancels the turn (``session/cancel``), waits up to ``cancel_grace`` for it to end,
-        then raises `asyncio.CancelledError`. With ``interrupt="cancel"`` and the loop on the
-        main thread, the first Ctrl-C cancels the turn and the call returns its result."""
-        return await self._turn(content, timeout=timeout, gated=True, interrupt=interrupt)
-
-    async def _turn(
-        self,
-        content: str | Iterable[Any],
-        *,
-        timeout: float | None,
-        gated: bool,
-        typed: bool = True,
-        interrupt: str | None = None,
-    ) -> TurnResult:
-        self._check_turn(timeout)
-        client = self._client
-        mode = client._turn_interrupt(interrupt)
-        return await client._run_turn(self, content, timeout, gated, typed, mode)
-
-    async def set_mode(self, mode_id: str) -> None:
-        """Switches the session's mode (``session/set_mode``) to one of `modes`."""
-        self._check_open()
-        client = self._client
-        client._bind()
-        await client._call(client._live.aio_begin_set_mode(self.session_id, mode_id))
-
-    async def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
-        """Sets a config option; returns the session's config options afterwards."""
-        self._check_open()
-        client = self._client
-        client._bind()
-        begun = client._live.aio_begin_set_config_option(self.session_id, config_id, value)
-        options = await client._call(begun)
-        return _decode_list(options, "SessionConfigOption") or ()
-
-    async def set_model(self, model_id: str) -> None:
-        """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
-        self._check_open()
-        client = self._client
-        client._bind()
-        await client._call(client._live.aio_begin_set_model(self.session_id, model_id))
-
-    async def close(self) -> None:
-        """Closes the session (``session/close`` when the agent advertises it; locally either
-        way). Idempotent."""
-        if self._closed:
-            return
-        self._info()
-        client = self._client
-        try:
-            if client._core is not None and not client._core.closed:
-                client._bind()
-                await client._call(client._live.aio_begin_close_session(self.session_id))
-        finally:
-            self._mark_closed()
-
-    def _mark_closed(self) -> None:
-        super()._mark_closed()
-        self._client._end_subscriptions(self.session_id, None)
-
-    def updates(
-        self,
-        *,
-        max_latency: float = 0.016,
-        max_items: int = 256,
-        max_buffered_bytes: int = 8 << 20,
-    ) -> Updates:
-        """Every update routed to this session from now on, in coalesced batches (see the
-        design's async.md §6). Leave the ``async for`` (or ``await it.aclose()``) when done:
-        an iterator nobody reads pauses the client once its queue fills."""
-        for name, value in (
-            ("max_latency", max_latency),
-            ("max_items", max_items),
-            ("max_buffered_bytes", max_buffered_bytes),
-        ):
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0 (got {value!r})")
-        return Updates(
-            self._client, self.session_id, max_latency, int(max_items), int(max_buffered_bytes)
-        )
-
-    async def __aenter__(self) -> AsyncSession:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-
-class Updates:
-    """An async iterator of a session's updates in batches (`AsyncSession.updates`)."""
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        session_id: str,
-        max_latency: float,
-        max_items: int,
-        max_bytes: int,
-    ) -> None:
-        self._client = client
-        self._session_id = session_id
-        self._max_latency = max_latency
-        self._max_items = max_items
-        self._max_bytes = max_bytes
-        self._queue: deque[Update] = deque()
-        self._bytes = 0
-        self._opened_at = 0.0  # loop time of the first update of the open batch
-        self._waiter: asyncio.Future[None] | None = None
-        self._ended = False
-        self._error: BaseException | None = None
-        client._subscribe(self)
-
-    # Called by the client on the loop's thread.
-
-    def _push(self, update: Update) -> bool:
-        """Queues an update; whether the queue is now full (the client pauses reading)."""
-        queue = self._queue
-        if not queue:
-            self._opened_at = time.monotonic()
-        queue.append(update)
-        self._bytes += len(update.envelope)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        return len(queue) >= 4 * self._max_items or self._bytes >= self._max_bytes
-
-    def _half_empty(self) -> bool:
-        return len(self._queue) <= 2 * self._max_items and self._bytes <= self._max_bytes // 2
-
-    def _end(self, error: BaseException | None) -> None:
-        self._ended = True
-        self._error = error
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # The iterator.
-
-    def __aiter__(self) -> Updates:
-        return self
-
-    async def _wait(self, timeout: float | None) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiter = waiter
-        try:
-            if timeout is None:
-                await waiter
-            else:
-                await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            self._waiter = None
-
-    async def __anext__(self) -> tuple[Update, ...]:
-        queue = self._queue
-        while not queue:
-            if self._ended:
-                self._close()
-                if self._error is not None:
-                    raise self._error
-                raise StopAsyncIteration
-            await self._wait(None)
-        # The batch opened with its first update: hand it over when it is full or old enough.
-        while len(queue) < self._max_items and not self._ended:
-            remaining = self._opened_at + self._max_latency - time.monotonic()
-            if remaining <= 0:
-                break
-            await self._wait(remaining)
-        count = min(len(queue), self._max_items)
-        batch = tuple(queue.popleft() for _ in range(count))
-        self._bytes -= sum(len(u.envelope) for u in batch)
-        if queue:
-            self._opened_at = 0.0  # a consumer that is behind gets the rest at once
-        self._client._maybe_resume()
-        return batch
-
-    def _close(self) -> None:
-        if self._client is not None:
-            self._client._unsubscribe(self)
-
-    async def aclose(self) -> None:
-        """Stops the subscription (its queue is dropped)."""
-        self._end(None)
-        self._queue.clear()
-        self._bytes = 0
-        self._close()
-
-    def __del__(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is not None:
-            client._unsubscribe(self)
 
 
 class AsyncClient(_ClientBase[AsyncSession]):
@@ -268,6 +62,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
     """
 
     _asynchronous = True
+    _session_kind = "AsyncSession"
 
     def _setup(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -433,7 +228,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             error = task.exception()
             if error is None:
                 try:
-                    reply = _observer_answer(task.result())
+                    reply = observer_answer(task.result())
                 except TypeError as wrong:
                     error = wrong
         self._apply(self._live.aio_decide(token, reply, error))
@@ -529,13 +324,40 @@ class AsyncClient(_ClientBase[AsyncSession]):
                     self._apply(self._live.aio_abandon(call_id))
             raise
 
-    async def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
-        """Sends `initialize`, then `session/new` in `cwd` (the default session). Handshake
-        failures raise `ConnectError`, as `Client.start`."""
-        check_timeout(timeout)
+    async def _run(self, plan: Plan[_T], *, bind: bool = True) -> _T:
+        """Runs a plan to its end on the loop (`AsyncClient`'s runner): each core call is begun
+        and awaited (`_perform`). The client binds to the running loop first, so that a call
+        from another loop says so before anything else; with ``bind`` False only when the
+        plan makes a core call (closing a session of a closed client is allowed)."""
+        if bind:
+            self._bind()
+        try:
+            call = plan.send(None)
+            while True:
+                try:
+                    value = await self._perform(call)
+                except BaseException as error:  # the plan decides (CancelledError included)
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(value)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+
+    async def _perform(self, call: CoreCall) -> Any:
+        """The one place the asyncio client makes a plan's core call: begun on the core, then
+        awaited (`_call`)."""
         self._bind()
+        if call.name == "start":
+            return await self._handshake(*call.args)
+        begun = getattr(self._live, "aio_begin_" + call.name)(*call.args)
+        return await self._call(begun, turn_session=call.turn)
+
+    async def _handshake(self, cwd: str, new_session: bool, timeout: float | None) -> Any:
+        """`start()`'s core calls under its timeout: ``initialize``, then (``new_session``)
+        ``session/new``; the session id or None. (The blocking core's ``start`` does this in
+        one call.) Errors are marked as the handshake's, for `_options._connect_failure`."""
         core = self._live
-        cwd = _spawn_args.session_cwd(self._cwd)
         deadline = None if timeout is None else time.monotonic() + timeout
 
         async def step(call_id: int) -> Any:
@@ -556,25 +378,15 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 error._acp_handshake = True  # type: ignore[union-attr]
                 raise
 
-        try:
-            await step(core.aio_begin_initialize())
-            session_id = None
-            if new_session:
-                session_id = await step(core.aio_begin_new_session(cwd, None, []))
-        except (AgentProtocolError, AgentTransportFailed) as error:
-            if not _connect_failure(error):
-                raise
-            failure = self._connect_error(error)
-            if failure.code != -32000 and not core.stopped:
-                core.stop(
-                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                    failure,
-                )
-            _telemetry.started(self, failure)
-            raise failure from error
-        _telemetry.started(self)
-        if session_id is not None:
-            self._opened(session_id, cwd, ())
+        await step(core.aio_begin_initialize())
+        if not new_session:
+            return None
+        return await step(core.aio_begin_new_session(cwd, None, []))
+
+    async def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
+        """Sends `initialize`, then `session/new` in `cwd` (the default session). Handshake
+        failures raise `ConnectError`, as `Client.start`."""
+        await self._run(_calls.start(self, new_session, timeout))
 
     async def new_session(
         self,
@@ -584,11 +396,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
         additional_directories: Iterable[str] = (),
     ) -> AsyncSession:
         """Opens a session (`session/new`); the first one opened becomes the default."""
-        self._bind()
-        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        begun = self._live.aio_begin_new_session(path, servers, list(directories))
-        session_id = await self._call(begun)
-        return self._opened(session_id, path, directories)
+        return await self._run(_calls.new_session(self, cwd, mcp_servers, additional_directories))
 
     async def load_session(
         self,
@@ -599,7 +407,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
         additional_directories: Iterable[str] = (),
     ) -> AsyncSession:
         """Loads a session (`session/load`): replayed updates are delivered before it returns."""
-        return await self._load(session_id, cwd, mcp_servers, additional_directories, False)
+        return await self._run(
+            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, False)
+        )
 
     async def resume_session(
         self,
@@ -610,95 +420,39 @@ class AsyncClient(_ClientBase[AsyncSession]):
         additional_directories: Iterable[str] = (),
     ) -> AsyncSession:
         """Resumes a session (`session/resume`): the agent replays nothing."""
-        return await self._load(session_id, cwd, mcp_servers, additional_directories, True)
-
-    async def _load(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str] | None,
-        mcp_servers: Iterable[Any] | None,
-        additional_directories: Iterable[str],
-        resume: bool,
-    ) -> AsyncSession:
-        self._bind()
-        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        self._register_roots(session_id, path, directories)  # a replay may use files
-        begun = self._live.aio_begin_load_session(
-            session_id, path, servers, list(directories), resume
+        return await self._run(
+            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, True)
         )
-        await self._call(begun)
-        return self._opened(session_id, path, directories)
 
     async def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
         """Every session the agent lists (all pages, in its order)."""
-        self._bind()
-        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return self._list_result(await self._call(self._live.aio_begin_list_sessions(path)))
+        return await self._run(_calls.list_sessions(self, cwd))
 
     async def delete_session(self, session_id: str) -> None:
         """`session/delete`; an open handle for it is then closed locally."""
-        self._bind()
-        await self._call(self._live.aio_begin_delete_session(session_id))
-        session = self._sessions.get(session_id)
-        if session is not None:
-            session._mark_closed()
+        await self._run(_calls.delete_session(self, session_id))
 
     async def authenticate(self, method_id: str) -> None:
         """``authenticate`` with one of ``initialize.auth_methods``."""
-        self._bind()
-        await self._call(self._live.aio_begin_authenticate(method_id))
+        await self._run(_calls.authenticate(self, method_id))
 
     async def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""
-        self._bind()
-        await self._call(self._live.aio_begin_logout())
+        await self._run(_calls.logout(self))
 
     async def prompt(self, text: str, *, timeout: float | None = None) -> str:
         """Sends one text prompt to the default session and returns the reply text."""
-        return (await self.prompt_detailed(text, timeout=timeout)).response
+        return await self._run(_calls.prompt(self, text, timeout))
 
     async def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
         """As `Client.prompt_detailed`."""
-        if not isinstance(text, str):
-            raise TypeError(
-                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
-                "use prompt_content() or AsyncSession.prompt()"
-            )
-        return await self.prompt_content([Text(text)], timeout=timeout)
+        return await self._run(_calls.prompt_detailed(self, text, timeout))
 
     async def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
     ) -> PromptResult:
         """As `Client.prompt_content`."""
-        self._bind()  # a call from another loop says so, before anything else
-        session = self._default_session()
-        turn = await session._turn(blocks, timeout=timeout, gated=False, typed=False)
-        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
-
-    async def _run_turn(
-        self,
-        session: AsyncSession,
-        blocks: str | Iterable[Any],
-        timeout: float | None,
-        gated: bool,
-        typed: bool = True,
-        interrupt: str = "raise",
-    ) -> TurnResult:
-        self._bind()
-        core = self._live
-        session_id = session.session_id
-        scope = _telemetry.turn(self, session_id, blocks)
-        with scope as record:
-            begun = core.aio_begin_prompt(
-                session_id, content_tuples(blocks, content_tuple), timeout, gated, scope.meta()
-            )
-            if interrupt == "cancel":
-                # The core's cancel wakes the loop through the client's waker.
-                with _interrupt.cancelling(lambda: core.cancel(session_id)):
-                    status, payload = await self._call(begun, turn_session=session_id)
-            else:
-                status, payload = await self._call(begun, turn_session=session_id)
-            return record(self._turn_result(session_id, status, payload, timeout, typed))
+        return await self._run(_calls.prompt_content(self, blocks, timeout))
 
     # --- shutdown ------------------------------------------------------------------------
 

@@ -1,54 +1,34 @@
-"""`Client`: the typed facade over the Rust core. It validates options, turns records into the
-frozen data classes of `_types`, and makes sure no agent outlives the interpreter."""
+"""`Client`: the blocking client over the Rust core, and `_ClientBase`, what it shares with
+`AsyncClient` (options, the core, the observer's callbacks, sessions, state). The calls are
+`_calls`'s plans, which `Client` runs in place. No agent outlives the interpreter."""
 
 from __future__ import annotations
 
 import atexit
 import errno
-import json
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
-from . import _core, _interrupt, _shutdown, _spawn_args
+from . import _calls, _convert, _core, _shutdown, _spawn_args
 from . import telemetry as _telemetry
 from ._core import Update
-from ._errors import (
-    AgentProtocolError,
-    AgentTransportFailed,
-    ConnectError,
-    TurnTimeout,
-)
 from ._host import activity_callback, capability_tuple
-from ._options import (
-    _check_type,
-    _connect_failure,
-    _CoreOptions,
-    _journal_epoch,
-    _mcp_list,
-    _observer_answer,
-    content_tuple,
-    mcp_tuple,
-)
-from ._session import Session, _SessionBase, check_timeout, content_tuples, turn_result
+from ._options import ClientInfo, _check_options, _check_type, _CoreOptions, _journal_epoch
+from ._session import Session, _SessionBase
 from ._types import (
     DEFAULT_READER_LIMITS,
     DEFAULT_TRANSFER_LIMITS,
-    AuthMethod,
     ClientCapabilityConfig,
-    ClientInfo,
     Initialize,
     Modes,
     PermissionPolicy,
-    PermissionRequest,
     PromptResult,
     ReaderLimits,
     ReaderStatus,
-    Text,
     TransferLimits,
-    TurnResult,
 )
 
 _S = TypeVar("_S", bound=_SessionBase)
@@ -72,10 +52,12 @@ _shutdown.install(_close_live_clients)
 
 class _ClientBase(Generic[_S]):
     """What `Client` and `AsyncClient` share: options, the core, the observer's callbacks,
-    sessions and state. The calls live in the subclasses."""
+    sessions and state. The calls are `_calls`'s plans, each subclass runs them its way."""
 
     # AsyncClient: `on_permission` may return an awaitable.
     _asynchronous = False
+    # The class of its sessions, as error messages name it.
+    _session_kind = "Session"
 
     def __init__(
         self,
@@ -175,36 +157,25 @@ class _ClientBase(Generic[_S]):
             observer = self._telemetry.observe(observer)
             env = _telemetry.agent_env(env)
         self._setup()
-        _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
-        _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
-        _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
-        if client_info is None:
-            client_info = ClientInfo()
-        _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
-        if capabilities is not None:
-            _check_type(
-                capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
-            )
-        _check_type(durable, bool, "durable", "a bool")
-        if agent_id is not None:
-            _check_type(agent_id, str, "agent_id", "a str or None")
-        if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
-            raise TypeError(
-                f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
-            )
-        if session_state not in ("off", "lenient", "strict"):
-            raise ValueError(
-                f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
-            )
-        if interrupt not in ("raise", "cancel"):
-            raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+        client_info = _check_options(
+            reader_limits,
+            transfer_limits,
+            permission_policy,
+            client_info,
+            capabilities,
+            durable,
+            agent_id,
+            cancel_grace,
+            session_state,
+            interrupt,
+        )
         self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
         spawn = _spawn_args.convert(command, args, env, cwd)
         self._cwd = spawn.cwd
-        self._mcp_servers = _mcp_list(mcp_servers, "mcp_servers")
+        self._mcp_servers = _convert.mcp_list(mcp_servers, "mcp_servers")
         self._policy = permission_policy
         self._capabilities = capabilities
         self._sessions: dict[str, _S] = {}
@@ -221,50 +192,48 @@ class _ClientBase(Generic[_S]):
         on_permission = getattr(observer, "on_permission", None) if has else None
         on_commit = getattr(observer, "on_permission_commit", None) if has else None
 
-        preview = None
-        if on_permission is not None:
-            asked = on_permission
-            deferrable = self._asynchronous
-            if deferrable:
-                import inspect  # the asyncio facade's import (inspect loads ~40 modules)
-
-            # The core builds the `PermissionRequest` and calls this with it.
-            def preview(request: PermissionRequest) -> Any:
-                reply = asked(request)
-                if deferrable and inspect.isawaitable(reply):
-                    return reply  # the core waits for it while reading goes on
-                return _observer_answer(reply)
-
-        try:
-            self._core = _core.CoreClient(
-                _CoreOptions(
-                    command=spawn.command,
-                    args=spawn.args,
-                    message_bytes=reader_limits.message_bytes,
-                    transfer_limits=transfer_limits,
-                    transport_epoch=transport_epoch,
-                    cwd=self._cwd,
-                    env=spawn.env,
-                    client_info=(client_info.name, client_info.title, client_info.version),
-                    mcp_servers=self._mcp_servers,
-                    permission_policy=permission_policy,
-                    on_update=on_update,
-                    permission_preview=preview,
-                    permission_commit=on_commit,
-                    on_sent=getattr(observer, "on_sent", None) if has else None,
-                    on_received=getattr(observer, "on_received", None) if has else None,
-                    fold=None if session_state == "off" else self._fold,
-                    stderr=stderr,
-                    stderr_tail_bytes=stderr_tail_bytes,
-                    agent_id=self.agent_id,
-                    cancel_grace=self._cancel_grace,
-                    capabilities=capability_tuple(capabilities),
-                    on_activity=activity_callback(
-                        getattr(observer, "on_activity", None) if has else None
-                    ),
-                    durable=durable,
-                )
+        # The core builds the `PermissionRequest` and calls this with it.
+        preview = _convert.permission_preview(on_permission, self._asynchronous)
+        self._core = self._spawn(
+            _CoreOptions(
+                command=spawn.command,
+                args=spawn.args,
+                message_bytes=reader_limits.message_bytes,
+                transfer_limits=transfer_limits,
+                transport_epoch=transport_epoch,
+                cwd=self._cwd,
+                env=spawn.env,
+                client_info=(client_info.name, client_info.title, client_info.version),
+                mcp_servers=self._mcp_servers,
+                permission_policy=permission_policy,
+                on_update=on_update,
+                permission_preview=preview,
+                permission_commit=on_commit,
+                on_sent=getattr(observer, "on_sent", None) if has else None,
+                on_received=getattr(observer, "on_received", None) if has else None,
+                fold=None if session_state == "off" else self._fold,
+                stderr=stderr,
+                stderr_tail_bytes=stderr_tail_bytes,
+                agent_id=self.agent_id,
+                cancel_grace=self._cancel_grace,
+                capabilities=capability_tuple(capabilities),
+                on_activity=activity_callback(
+                    getattr(observer, "on_activity", None) if has else None
+                ),
+                durable=durable,
             )
+        )
+        if journal_epoch is not None:
+            # The journal stamps its other records (sent lines, decisions) with this epoch
+            # (an epoch given by the caller leaves the journal as the caller set it up).
+            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
+        with _live_lock:
+            _live_clients.add(self)
+
+    def _spawn(self, options: _CoreOptions) -> _core.CoreClient:
+        """Starts the agent (the core spawns it); a missing cwd is named as such."""
+        try:
+            return _core.CoreClient(options)
         except (FileNotFoundError, NotADirectoryError) as error:
             # The spawn's error names the program even when the directory is what is missing.
             if self._cwd is not None and not os.path.isdir(self._cwd):
@@ -274,12 +243,6 @@ class _ClientBase(Generic[_S]):
                     self._cwd,
                 ) from error
             raise
-        if journal_epoch is not None:
-            # The journal stamps its other records (sent lines, decisions) with this epoch
-            # (an epoch given by the caller leaves the journal as the caller set it up).
-            observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
-        with _live_lock:
-            _live_clients.add(self)
 
     def _fold(self, update: Update, mode_ids: list[str]) -> Any:
         """Folds an update routed to an open session, after ``on_update`` (model.md §7). In
@@ -331,52 +294,6 @@ class _ClientBase(Generic[_S]):
         if self._core is not None and self._capabilities is not None:
             self._core.host_forget(session.session_id)
 
-    def _connect_error(self, error: AgentProtocolError | AgentTransportFailed) -> ConnectError:
-        text = str(error)
-        if not isinstance(error, AgentProtocolError):
-            # The agent exited before it read `initialize`: the same failure as its output
-            # ending, so the same class whatever `stderr=` is (first-use.md §1).
-            return ConnectError(f"the agent exited during start(): {text}", agent_id=self.agent_id)
-        if error.code == -32000:
-            methods = ", ".join(m.id for m in self.initialize.auth_methods) or "none offered"
-            text += (
-                f" (authentication required: the agent offers {methods}; call "
-                "start(new_session=False), authenticate(method_id), then new_session())"
-            )
-        return ConnectError(
-            text, agent_id=self.agent_id, code=error.code, message=error.message, data=error.data
-        )
-
-    def _turn_result(
-        self, session_id: str, status: str, payload: Any, timeout: float | None, typed: bool
-    ) -> TurnResult:
-        """A prompt's `(status, payload)` from the core as a `TurnResult` or `TurnTimeout`."""
-        if status == "timeout":
-            raise TurnTimeout(
-                f"the turn on session {session_id!r} did not end within {timeout} s "
-                f"and its cancel grace of {self._cancel_grace} s; its answer will be dropped",
-                session_id=session_id,
-                timeout=float(timeout or 0.0),
-                cancel_grace=self._cancel_grace,
-            )
-        # The wave-1 calls return a PromptResult: nothing of the turn's record is decoded for them.
-        result = turn_result(payload, typed=typed)
-        if status == "late":
-            raise TurnTimeout(
-                f"the turn on session {session_id!r} did not end within {timeout} s; "
-                f"it was cancelled and ended with {result.stop_reason!r} (see .result)",
-                session_id=session_id,
-                timeout=float(timeout or 0.0),
-                cancel_grace=self._cancel_grace,
-                result=result,
-            )
-        return result
-
-    def _list_result(self, raw: list[str]) -> tuple[Any, ...]:
-        from . import model
-
-        return tuple(model.SessionInfo.from_json(json.loads(item), strict=False) for item in raw)
-
     def request_cancel(self) -> None:
         """Sends SIGTERM, then SIGKILL, to the agent's whole process group; returns at once.
         Any thread. The call in flight then fails as the agent's output ends; `close()` is
@@ -425,27 +342,7 @@ class _ClientBase(Generic[_S]):
     @property
     def initialize(self) -> Initialize:
         """The agent's answer to ``initialize`` (`Initialize`); empty before `start`."""
-        info = self._live.initialize_info()
-        if info is None:
-            return Initialize()
-        version, load_session, image, audio, embedded, methods, agent_info, raw = info
-        from . import model
-
-        raw_object = json.loads(raw)
-        capabilities = raw_object.get("agentCapabilities") if isinstance(raw_object, dict) else None
-        if not isinstance(capabilities, dict):
-            capabilities = {}
-        return Initialize(
-            protocol_version=version,
-            load_session=load_session,
-            prompt_image=image,
-            prompt_audio=audio,
-            prompt_embedded_content=embedded,
-            auth_methods=tuple(AuthMethod(*m) for m in methods),
-            agent_info=None if agent_info is None else json.loads(agent_info),
-            raw=raw_object,
-            agent_capabilities=model.AgentCapabilities.from_json(capabilities, strict=False),
-        )
+        return _convert.initialize(self._live.initialize_info())
 
     @property
     def modes(self) -> Modes:
@@ -521,7 +418,7 @@ class _ClientBase(Generic[_S]):
     ) -> tuple[str, list[tuple[Any, ...]] | None, tuple[str, ...]]:
         """A session call's directory, MCP servers (None: the client's) and extra directories."""
         path = self._session_cwd(cwd)
-        servers = None if mcp_servers is None else [mcp_tuple(s) for s in mcp_servers]
+        servers = None if mcp_servers is None else [_convert.mcp_tuple(s) for s in mcp_servers]
         return path, servers, tuple(os.fspath(d) for d in additional_directories)
 
     def __repr__(self) -> str:
@@ -577,26 +474,7 @@ class Client(_ClientBase[Session]):
                 "authentication required" leaves the client usable.
             RuntimeError: the client is closed or was already started.
         """
-        self._check_usable()
-        check_timeout(timeout)
-        cwd = _spawn_args.session_cwd(self._cwd)
-        try:
-            session_id = self._live.start(cwd, new_session, timeout)
-        except (AgentProtocolError, AgentTransportFailed) as error:
-            if not _connect_failure(error):
-                raise
-            failure = self._connect_error(error)
-            if failure.code != -32000 and not self._live.stopped:
-                # Only "authentication required" leaves a usable client (design §6).
-                self._live.stop(
-                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                    failure,
-                )
-            _telemetry.started(self, failure)
-            raise failure from error
-        _telemetry.started(self)
-        if session_id is not None:
-            self._opened(session_id, cwd, ())
+        _calls.run(self, _calls.start(self, new_session, timeout))
 
     def new_session(
         self,
@@ -614,9 +492,8 @@ class Client(_ClientBase[Session]):
             additional_directories: Extra absolute directories the session may use (needs
                 the agent's ``sessionCapabilities.additionalDirectories``).
         """
-        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        session_id = self._live.new_session(path, servers, list(directories))
-        return self._opened(session_id, path, directories)
+        plan = _calls.new_session(self, cwd, mcp_servers, additional_directories)
+        return _calls.run(self, plan)
 
     def load_session(
         self,
@@ -635,7 +512,10 @@ class Client(_ClientBase[Session]):
             mcp_servers: As for `new_session`.
             additional_directories: As for `new_session`.
         """
-        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=False)
+        plan = _calls.load_session(
+            self, session_id, cwd, mcp_servers, additional_directories, resume=False
+        )
+        return _calls.run(self, plan)
 
     def resume_session(
         self,
@@ -647,42 +527,27 @@ class Client(_ClientBase[Session]):
     ) -> Session:
         """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
         `load_session`."""
-        return self._load(session_id, cwd, mcp_servers, additional_directories, resume=True)
-
-    def _load(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str] | None,
-        mcp_servers: Iterable[Any] | None,
-        additional_directories: Iterable[str],
-        *,
-        resume: bool,
-    ) -> Session:
-        path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        self._register_roots(session_id, path, directories)  # a replay may use files
-        self._live.load_session(session_id, path, servers, list(directories), resume)
-        return self._opened(session_id, path, directories)
+        plan = _calls.load_session(
+            self, session_id, cwd, mcp_servers, additional_directories, resume=True
+        )
+        return _calls.run(self, plan)
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
         """Every session the agent lists (``session/list``, all pages, in its order), as
         ``acp_fast.model.SessionInfo``; ``cwd`` keeps those of one directory."""
-        path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return self._list_result(self._live.list_sessions(path))
+        return _calls.run(self, _calls.list_sessions(self, cwd))
 
     def delete_session(self, session_id: str) -> None:
         """`session/delete`; an open handle for it is then closed locally."""
-        self._live.delete_session(session_id)
-        session = self._sessions.get(session_id)
-        if session is not None:
-            session._mark_closed()
+        _calls.run(self, _calls.delete_session(self, session_id))
 
     def authenticate(self, method_id: str) -> None:
         """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
-        self._live.authenticate(method_id)
+        _calls.run(self, _calls.authenticate(self, method_id))
 
     def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""
-        self._live.logout()
+        _calls.run(self, _calls.logout(self))
 
     def drain(self, timeout: float = 0.0) -> int:
         """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
@@ -697,17 +562,12 @@ class Client(_ClientBase[Session]):
             timeout: Seconds the turn may take (> 0); then it is cancelled and `TurnTimeout`
                 raised. None: no limit.
         """
-        return self.prompt_detailed(text, timeout=timeout).response
+        return _calls.run(self, _calls.prompt(self, text, timeout))
 
     def prompt_detailed(self, text: str, *, timeout: float | None = None) -> PromptResult:
         """Sends one text prompt to the default session; returns the reply, the stop reason
         and any overflow record (`PromptResult`). Arguments as `prompt`."""
-        if not isinstance(text, str):
-            raise TypeError(
-                f"the prompt must be a str (got {type(text).__name__}); for content blocks "
-                "use prompt_content() or Session.prompt()"
-            )
-        return self.prompt_content([Text(text)], timeout=timeout)
+        return _calls.run(self, _calls.prompt_detailed(self, text, timeout))
 
     def prompt_content(
         self, blocks: Iterable[Any], *, timeout: float | None = None
@@ -716,31 +576,7 @@ class Client(_ClientBase[Session]):
         `BlobResource`, `ResourceLink` or typed ``acp_fast.model`` blocks), in order, to the
         default session; the agent's prompt capabilities are not checked here (they are by
         `Session.prompt`). Returns a `PromptResult`."""
-        session = self._default_session()
-        turn = session._turn(blocks, timeout=timeout, gated=False, typed=False)
-        return PromptResult(turn.response, turn.stop_reason, turn.overflow)
-
-    def _run_turn(
-        self,
-        session: Session,
-        blocks: str | Iterable[Any],
-        timeout: float | None,
-        gated: bool,
-        typed: bool = True,
-        interrupt: str = "raise",
-    ) -> TurnResult:
-        tuples = content_tuples(blocks, content_tuple)
-        core = self._live
-        session_id = session.session_id
-        scope = _telemetry.turn(self, session_id, blocks)
-        with scope as record:
-            meta = scope.meta()  # the turn's trace context, when telemetry is on
-            if interrupt == "cancel":
-                with _interrupt.cancelling(lambda: core.cancel(session_id)):
-                    status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
-            else:
-                status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
-            return record(self._turn_result(session_id, status, payload, timeout, typed))
+        return _calls.run(self, _calls.prompt_content(self, blocks, timeout))
 
     def close(self, *, grace: float = 0.0) -> None:
         """Stops the agent's group and reaps the agent. Idempotent; any thread. With ``grace``

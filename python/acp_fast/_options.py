@@ -1,63 +1,54 @@
-"""What the facade hands to the Rust core, checked and converted: the option object
-(`_CoreOptions`), MCP servers and content blocks as the core's tuples, observer answers, and the
-checks that name a wrong option (first-use.md §1)."""
+"""The client's options as the facade hands them to the Rust core: `ClientInfo`, `Observer`,
+the option object (`_CoreOptions`), the checks that name a wrong option (first-use.md §1), the
+journal's epoch, and which `start()` failures are a `ConnectError`. (Values are converted in
+`_convert`.)"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from . import _core
+from ._core import Update
 from ._errors import AgentProtocolError, AgentTransportFailed, InvalidLimits
 from ._types import (
-    Audio,
-    BlobResource,
-    ContentBlock,
-    Image,
-    McpServer,
+    ClientActivity,
+    ClientCapabilityConfig,
     PermissionOutcome,
     PermissionPolicy,
     PermissionReply,
-    ResourceLink,
-    Text,
-    TextResource,
+    PermissionRequest,
+    ReaderLimits,
     TransferLimits,
 )
 
 
-def _observer_answer(reply: object) -> tuple[str, str, str, str] | None:
-    """`on_permission`'s answer as the core reads it: ("reply", outcome, option id, option kind)
-    or ("outcome", decision, option id, reason); None abstains."""
-    if reply is None:
-        return None
-    if isinstance(reply, PermissionReply):
-        return ("reply", reply.outcome, reply.option_id, reply.option_kind)
-    if isinstance(reply, PermissionOutcome):
-        return ("outcome", reply.decision.value, reply.option_id or "", reply.reason or "")
-    raise TypeError(
-        "on_permission must return a PermissionReply, a PermissionOutcome or None "
-        f"(got {type(reply).__name__})"
-    )
+def _package_version() -> str:
+    # The compiled module's: `ClientInfo` lives here, not in `_types`, which the core imports.
+    return _core.__version__
 
 
-def content_tuple(block: ContentBlock) -> tuple[Any, ...]:
-    match block:
-        case Text(text=text):
-            return ("text", text)
-        case Image(mime_type=mime, data=data, uri=uri):
-            return ("image", mime, data, uri)
-        case Audio(mime_type=mime, data=data, uri=uri):
-            return ("audio", mime, data, uri)
-        case TextResource(uri=uri, text=text, mime_type=mime):
-            return ("resource_text", uri, text, mime)
-        case BlobResource(uri=uri, blob=blob, mime_type=mime):
-            return ("resource_blob", uri, blob, mime)
-        case ResourceLink(
-            uri=uri, name=name, mime_type=mime, title=title, description=desc, size=size
-        ):
-            return ("resource_link", uri, name, mime, title, desc, size)
-    raise TypeError(f"not a content block: {block!r}")
+@dataclass(frozen=True)
+class ClientInfo:
+    """What the client reports about itself in ``initialize`` (``clientInfo``).
+
+    Args:
+        name: The client's name. Default "acp-fast".
+        title: A human-readable title. Default "acp-fast".
+        version: The client's version. Default the installed acp-fast version.
+    """
+
+    name: str = "acp-fast"
+    title: str = "acp-fast"
+    version: str = field(default_factory=_package_version)
+
+    def __post_init__(self) -> None:
+        for name in ("name", "title", "version"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"ClientInfo.{name} must be a str (got {type(value).__name__})")
 
 
 @dataclass(frozen=True)
@@ -92,51 +83,50 @@ class _CoreOptions:
     durable: bool = False
 
 
-def mcp_tuple(server: Any) -> tuple[Any, ...]:
-    """`acp.McpServer` (stdio) or a typed `acp_fast.model` server (`McpServerStdio`,
-    `McpServerHttp`, `McpServerSse`) as the core's tuple."""
-    if isinstance(server, McpServer):
-        return (
-            "stdio",
-            server.name,
-            server.command,
-            list(server.args),
-            [(e.name, e.value) for e in server.env],
-        )
-    from . import model  # loaded only for typed servers
-
-    # The model's tagged structs keep their tag ("http", "sse") in the class, not in a field.
-    if isinstance(server, (model.McpServerHttp, model.McpServerSse)):
-        kind = "http" if isinstance(server, model.McpServerHttp) else "sse"
-        headers = [(h.name, h.value) for h in server.headers]
-        return (kind, server.name, server.url, headers)
-    if isinstance(server, model.McpServerStdio):
-        env = [(e.name, e.value) for e in server.env]
-        return ("stdio", server.name, server.command, list(server.args), env)
-    # Any object shaped like one (``type`` "http"/"sse" with a url, or a stdio command).
-    shape = getattr(server, "type", None)
-    if shape in ("http", "sse") and hasattr(server, "url"):
-        headers = [(h.name, h.value) for h in getattr(server, "headers", ()) or ()]
-        return (shape, server.name, server.url, headers)
-    if hasattr(server, "command") and hasattr(server, "name"):
-        env = [(e.name, e.value) for e in getattr(server, "env", ()) or ()]
-        return ("stdio", server.name, server.command, list(getattr(server, "args", ())), env)
-    raise TypeError(
-        "mcp_servers must hold acp_fast.McpServer or acp_fast.model.McpServerStdio, "
-        f"McpServerHttp or McpServerSse items (got {type(server).__name__})"
-    )
-
-
-def _mcp_list(servers: object, name: str) -> list[tuple[Any, ...]]:
-    if isinstance(servers, (str, bytes, McpServer)) or not isinstance(servers, Iterable):
-        raise TypeError(f"{name} must be a sequence of MCP servers (got {type(servers).__name__})")
-    return [mcp_tuple(s) for s in servers]
-
-
 def _check_type(value: object, expected: type | tuple[type, ...], name: str, what: str) -> None:
     """TypeError naming the option and the type expected (first-use.md §1)."""
     if not isinstance(value, expected):
         raise TypeError(f"{name} must be {what} (got {type(value).__name__} {value!r})")
+
+
+def _check_options(
+    reader_limits: object,
+    transfer_limits: object,
+    permission_policy: object,
+    client_info: ClientInfo | None,
+    capabilities: object,
+    durable: object,
+    agent_id: object,
+    cancel_grace: object,
+    session_state: object,
+    interrupt: object,
+) -> ClientInfo:
+    """The client's options that the core does not check itself (first-use.md §1); the
+    `ClientInfo` to report (the default one for None)."""
+    _check_type(reader_limits, ReaderLimits, "reader_limits", "a ReaderLimits")
+    _check_type(transfer_limits, TransferLimits, "transfer_limits", "a TransferLimits")
+    _check_type(permission_policy, PermissionPolicy, "permission_policy", "a PermissionPolicy")
+    if client_info is None:
+        client_info = ClientInfo()
+    _check_type(client_info, ClientInfo, "client_info", "a ClientInfo or None")
+    if capabilities is not None:
+        _check_type(
+            capabilities, ClientCapabilityConfig, "capabilities", "a ClientCapabilityConfig"
+        )
+    _check_type(durable, bool, "durable", "a bool")
+    if agent_id is not None:
+        _check_type(agent_id, str, "agent_id", "a str or None")
+    if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, (int, float)):
+        raise TypeError(
+            f"cancel_grace must be a number of seconds (got {type(cancel_grace).__name__})"
+        )
+    if session_state not in ("off", "lenient", "strict"):
+        raise ValueError(
+            f'session_state must be "off", "lenient" or "strict" (got {session_state!r})'
+        )
+    if interrupt not in ("raise", "cancel"):
+        raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+    return client_info
 
 
 def _journal_epoch(observer: object) -> int | None:
@@ -173,3 +163,15 @@ def _connect_failure(error: AgentProtocolError | AgentTransportFailed) -> bool:
         marker in text
         for marker in ("output ended", "protocol version", "protocolVersion", "start() timed out")
     )
+
+
+@dataclass(frozen=True)
+class Observer:
+    """A ready observer holding up to four callables; any may be None."""
+
+    on_update: Callable[[Update], None] | None = None
+    on_permission: (
+        Callable[[PermissionRequest], PermissionReply | PermissionOutcome | None] | None
+    ) = None
+    on_permission_commit: Callable[[PermissionRequest], None] | None = None
+    on_activity: Callable[[ClientActivity], None] | None = None

@@ -4,133 +4,13 @@ connection knows (new/load/resume results, `set_*` answers and the session's upd
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from ._types import (
-    Mode,
-    ModelOption,
-    Models,
-    Modes,
-    Overflow,
-    OverflowKind,
-    Text,
-    TurnResult,
-)
-
-if TYPE_CHECKING:
-    from ._client import Client, _ClientBase
-
-
-def content_tuples(
-    content: str | Iterable[Any], convert: Callable[[Any], tuple[Any, ...]]
-) -> list[tuple[Any, ...]]:
-    """A prompt's blocks as the core's tuples: `str` is one text block; typed model blocks (any
-    object with ``to_json()``) are written as they encode themselves."""
-    if isinstance(content, str):
-        return [("text", content)]
-    if isinstance(content, (bytes, bytearray, Mapping)) or not isinstance(content, Iterable):
-        # A dict would iterate its keys: say what a prompt is instead.
-        raise TypeError(
-            "the prompt must be a str or a sequence of content blocks (acp_fast.Text, Image, "
-            f"...; or acp_fast.model blocks), not {type(content).__name__}"
-        )
-    blocks: list[tuple[Any, ...]] = []
-    for block in content:
-        if isinstance(block, str):
-            blocks.append(("text", block))
-            continue
-        to_json = getattr(block, "to_json", None)
-        if to_json is not None and not isinstance(block, Text):
-            blocks.append(("raw", json.dumps(to_json(), separators=(",", ":"), ensure_ascii=False)))
-        else:
-            blocks.append(convert(block))
-    return blocks
-
-
-def _decode_list(raw: str | None, kind: str) -> tuple[Any, ...] | None:
-    """A JSON array of the agent's as typed `acp_fast.model` objects (lenient: what real agents
-    send must not fail a call); items that cannot be read at all are left out."""
-    if raw is None:
-        return None
-    value = json.loads(raw)
-    if not isinstance(value, list):
-        return ()
-    from . import model
-
-    cls = getattr(model, kind)
-    decoded = []
-    for item in value:
-        try:
-            decoded.append(cls.from_json(item, strict=False))
-        except model.ProtocolDecodeError:
-            continue
-    return tuple(decoded)
-
-
-def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
-    """The core's turn tuple as a `TurnResult`; with ``typed`` False the record of the turn
-    (tool calls, plan, commands, usage) is left out rather than decoded."""
-    (
-        response,
-        stop_reason,
-        overflow,
-        session_id,
-        tool_calls,
-        plan,
-        commands,
-        usage,
-        current_mode_id,
-    ) = payload
-    record = None
-    if overflow is not None:
-        kind, admitted_bytes, admitted_segments, withheld = overflow
-        record = Overflow(OverflowKind(kind), admitted_bytes, admitted_segments, withheld)
-    typed_usage = None
-    calls: tuple[Any, ...] = ()
-    if not typed:
-        tool_calls, plan, commands, usage = [], None, None, None
-    from . import _json
-
-    # The agent's values, nested as deep as it liked: deeper than the bound reads as null.
-    tool_calls = [_json.prune(call) for call in tool_calls or ()]
-    plan, commands, usage = (None if v is None else _json.prune(v) for v in (plan, commands, usage))
-    if tool_calls:
-        calls = _decode_list("[" + ",".join(tool_calls) + "]", "ToolCall") or ()
-    if usage is not None:
-        from . import model
-
-        try:
-            typed_usage = model.UsageUpdate.from_json(json.loads(usage), strict=False)
-        except model.ProtocolDecodeError:
-            typed_usage = None
-    return TurnResult(
-        response=response,
-        stop_reason=stop_reason,
-        overflow=record,
-        session_id=session_id,
-        tool_calls=calls,
-        plan=_decode_list(plan, "PlanEntry"),
-        available_commands=_decode_list(commands, "AvailableCommand"),
-        current_mode_id=current_mode_id or None,
-        usage=typed_usage,
-    )
-
-
-def check_timeout(timeout: object) -> None:
-    """A call's ``timeout``: None or a positive number of seconds. A str or a bool is a
-    `TypeError` naming the option (a comparison would say only "'>' not supported", and True
-    would pass as one second)."""
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(
-            f"timeout must be a number of seconds or None (got {type(timeout).__name__} "
-            f"{timeout!r})"
-        )
-    if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+from . import _calls
+from ._calls import ClientLike
+from ._convert import decode_list
+from ._types import Mode, ModelOption, Models, Modes, TurnResult
 
 
 class _SessionBase:
@@ -141,7 +21,7 @@ class _SessionBase:
 
     def __init__(
         self,
-        client: _ClientBase[Any],
+        client: ClientLike[Any],
         session_id: str,
         cwd: str,
         additional_directories: tuple[str, ...],
@@ -204,13 +84,13 @@ class _SessionBase:
     def config_options(self) -> tuple[Any, ...]:
         """The session's config options (``acp_fast.model.SessionConfigOption``)."""
         info = self._info()
-        return () if info is None else (_decode_list(info[2], "SessionConfigOption") or ())
+        return () if info is None else (decode_list(info[2], "SessionConfigOption") or ())
 
     @property
     def available_commands(self) -> tuple[Any, ...]:
         """The slash commands the agent offers (``acp_fast.model.AvailableCommand``)."""
         info = self._info()
-        return () if info is None else (_decode_list(info[3], "AvailableCommand") or ())
+        return () if info is None else (decode_list(info[3], "AvailableCommand") or ())
 
     @property
     def state(self) -> Any:
@@ -231,11 +111,6 @@ class _SessionBase:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.session_id!r} is closed")
-
-    def _check_turn(self, timeout: float | None) -> None:
-        """What a turn checks before anything is written (either client)."""
-        self._check_open()
-        check_timeout(timeout)
 
     def cancel(self) -> None:
         """Cancels the turn in flight (one `session/cancel`; pending permission requests are
@@ -259,8 +134,6 @@ class Session(_SessionBase):
     """One ACP session; made by `Client.start`, `new_session`, `load_session` or
     `resume_session`, never directly. Equality is identity."""
 
-    _client: Client
-
     def prompt(
         self,
         content: str | Iterable[Any],
@@ -281,50 +154,25 @@ class Session(_SessionBase):
             interrupt: Ctrl-C during this turn: "raise" or "cancel" (see the client's
                 ``interrupt``); None: the client's.
         """
-        return self._turn(content, timeout=timeout, gated=True, interrupt=interrupt)
-
-    def _turn(
-        self,
-        content: str | Iterable[Any],
-        *,
-        timeout: float | None,
-        gated: bool,
-        typed: bool = True,
-        interrupt: str | None = None,
-    ) -> TurnResult:
-        self._check_turn(timeout)
-        client = self._client
-        mode = client._turn_interrupt(interrupt)
-        return client._run_turn(self, content, timeout, gated, typed, mode)
+        plan = _calls.turn(self, content, timeout, gated=True, interrupt=interrupt)
+        return _calls.run(self._client, plan)
 
     def set_mode(self, mode_id: str) -> None:
         """Switches the session's mode (``session/set_mode``) to one of `modes`."""
-        self._check_open()
-        self._client._live.set_mode(self.session_id, mode_id)
+        _calls.run(self._client, _calls.set_mode(self, mode_id))
 
     def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
         """Sets a config option; returns the session's config options afterwards."""
-        self._check_open()
-        options = self._client._live.set_config_option(self.session_id, config_id, value)
-        return _decode_list(options, "SessionConfigOption") or ()
+        return _calls.run(self._client, _calls.set_config_option(self, config_id, value))
 
     def set_model(self, model_id: str) -> None:
         """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
-        self._check_open()
-        self._client._live.set_model(self.session_id, model_id)
+        _calls.run(self._client, _calls.set_model(self, model_id))
 
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally
         either way). Idempotent."""
-        if self._closed:
-            return
-        self._info()
-        core = self._client._core
-        try:
-            if core is not None and not core.closed:
-                core.close_session(self.session_id)
-        finally:
-            self._mark_closed()
+        _calls.run(self._client, _calls.close_session(self))
 
     def __enter__(self) -> Session:
         return self

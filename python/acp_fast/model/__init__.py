@@ -15,14 +15,7 @@ from ._base import (
     Opt,
     ProtocolDecodeError,
 )
-from ._codec import (
-    UnknownUpdate,
-    decode_host_params,
-    parse_json,
-    replace,
-    session_update_from_json,
-    stringify_json,
-)
+from ._codec import decode_host_params, replace, session_update_from_json
 from ._elicitation import (
     ElicitationAction,
     ElicitationCreateParams,
@@ -60,6 +53,7 @@ from ._rpc import (
     decode_permission_request,
     decode_update,
 )
+from ._walk import UnknownUpdate, parse_json, stringify_json
 
 apply = session_update_apply
 

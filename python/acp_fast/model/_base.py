@@ -18,9 +18,7 @@ from msgspec import UNSET as OMITTED
 from msgspec import UnsetType as Omitted
 
 from .._errors import AcpError
-
-if TYPE_CHECKING:
-    from .._types import UpdateKind
+from .._kinds import UpdateKind
 
 __all__ = [
     "B64",
@@ -108,11 +106,21 @@ def check_u64(obj: Any, *attrs: str) -> None:
 
 
 def update_kind_of(tag: str) -> UpdateKind:
-    """The facade's ``acp.UpdateKind`` of a ``sessionUpdate`` tag (imported late: the facade
-    imports the Rust core, the model does not need it to decode)."""
-    from .._types import UpdateKind
-
+    """The facade's ``acp.UpdateKind`` of a ``sessionUpdate`` tag."""
     return UpdateKind(tag)
+
+
+class _Codec:
+    """The decoder and encoder the bases' ``from_json``/``to_json`` call. They live in
+    ``_codec``/``_encode``, which import this module (the generated classes derive from its
+    bases): each sets its function here when it loads, so this module imports neither. The
+    package (``model/__init__``) imports both before any class can be used."""
+
+    decode_as: Any = None
+    to_builtins: Any = None
+
+
+codec = _Codec()
 
 
 class FieldSpec(NamedTuple):
@@ -182,14 +190,10 @@ else:
     ):
         @classmethod
         def from_json(cls, value, *, strict=True, path="$"):
-            from ._codec import decode_as
-
-            return decode_as(cls, value, strict=strict, path=path)
+            return codec.decode_as(cls, value, strict=strict, path=path)
 
         def to_json(self):
-            from ._encode import to_builtins
-
-            return to_builtins(self)
+            return codec.to_builtins(self)
 
 
 _S = TypeVar("_S")
@@ -243,14 +247,11 @@ class Custom:
     def from_json(
         cls: type[_C], value: Json | str | bytes, *, strict: bool = True, path: str = "$"
     ) -> _C:
-        from ._codec import decode_as
-
-        return decode_as(cls, value, strict=strict, path=path)
+        decoded: _C = codec.decode_as(cls, value, strict=strict, path=path)
+        return decoded
 
     def to_json(self) -> dict[str, Any]:
-        from ._encode import to_builtins
-
-        out: dict[str, Any] = to_builtins(self)
+        out: dict[str, Any] = codec.to_builtins(self)
         return out
 
 

@@ -13,6 +13,7 @@ import msgspec
 
 from . import _codec as c
 from . import _encode as e
+from . import _walk as w
 from ._base import (
     OMITTED,
     Custom,
@@ -23,7 +24,7 @@ from ._base import (
     Opt,
     ProtocolDecodeError,
 )
-from ._codec import STRICT, _check_unknown, _dec, _dec_fields, _err, _tag_of
+from ._walk import STRICT, _check_unknown, _dec, _dec_fields, _err, _tag_of
 
 K = DecodeErrorKind
 
@@ -273,11 +274,11 @@ def _dec_union_params(v: Any, path: str, strict: int) -> ElicitationCreateParams
 
 
 for _cls in (ElicitationFormParams, ElicitationUrlParams):
-    c._SPECIAL[_cls] = _dec_params
+    w._SPECIAL[_cls] = _dec_params
     c._HOOKS[_cls] = _hook(_dec_params)
-c._SPECIAL[ElicitationCreateResult] = _dec_result
+w._SPECIAL[ElicitationCreateResult] = _dec_result
 c._HOOKS[ElicitationCreateResult] = _hook(_dec_result)
 e._CUSTOM_ENCODERS[ElicitationFormParams] = _enc_form
 e._CUSTOM_ENCODERS[ElicitationUrlParams] = _enc_url
 e._CUSTOM_ENCODERS[ElicitationCreateResult] = _enc_result
-c._EXTRA_UNIONS["ElicitationCreateParams"] = _dec_union_params
+w._EXTRA_UNIONS["ElicitationCreateParams"] = _dec_union_params

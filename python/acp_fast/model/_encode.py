@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 
 from . import _generated as g
-from ._base import OMITTED, FieldSpec, ProtocolDecodeError
-from ._codec import UnknownUpdate
+from ._base import OMITTED, FieldSpec, ProtocolDecodeError, codec
+from ._walk import UnknownUpdate
 
 __all__ = ["session_update_to_json", "to_builtins"]
 
@@ -90,3 +90,7 @@ def session_update_to_json(update: g.SessionUpdate | UnknownUpdate) -> dict[str,
         return update.raw
     out: dict[str, Any] = to_builtins(update)
     return out
+
+
+# The bases' `to_json` encodes through this module (see `_base.codec`).
+codec.to_builtins = to_builtins

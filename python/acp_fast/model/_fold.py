@@ -18,8 +18,8 @@ import msgspec
 from .._errors import AcpError
 from . import _generated as g
 from ._base import OMITTED, Nullable
-from ._codec import UnknownUpdate
 from ._pvec import PVec
+from ._walk import UnknownUpdate
 
 T = TypeVar("T")
 

@@ -31,7 +31,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._types import UpdateKind
+    from .._kinds import UpdateKind
 
 
 class ToolKind(enum.StrEnum):

@@ -8,16 +8,9 @@ import msgspec
 
 from . import _generated as g
 from ._base import OMITTED, DecodeErrorKind, Json, Opt, ProtocolDecodeError
-from ._codec import (
-    UnknownUpdate,
-    _dec,
-    _decode_spec,
-    fast_decoder,
-    parse_json_bounded,
-    session_update_from_json,
-    shallow,
-)
+from ._codec import _decode_spec, fast_decoder, session_update_from_json
 from ._elicitation import ElicitationCreateResult
+from ._walk import UnknownUpdate, _dec, parse_json_bounded, shallow
 
 K = DecodeErrorKind
 

@@ -30,19 +30,23 @@ metrics are made per turn, per tool call and per permission, never per update.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._settings import (
+    CAPTURE_CONTENT_ENV,
+    COUNT_BUCKETS,
+    DURATION_BUCKETS,
+    MAX_PERMISSION_EVENTS,
+    Record,
+    _lock,
+    _settings,
+)
 
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from ._record import ClientTelemetry, TurnScope
-
-    class Record(Protocol):
-        """What ``with turn(...) as record`` gives: ``record(result)`` returns ``result``."""
-
-        def __call__(self, result: _T, /) -> _T: ...
 
 
 __all__ = [
@@ -56,34 +60,6 @@ __all__ = [
     "is_instrumented",
     "uninstrument",
 ]
-
-#: The standard opt-in variable for message content.
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-#: The GenAI conventions' boundaries for operation durations (seconds).
-DURATION_BUCKETS: tuple[float, ...] = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-)  # fmt: skip
-#: Counts and sizes (updates, bytes): the conventions' token-usage boundaries (powers of 4).
-COUNT_BUCKETS: tuple[float, ...] = tuple(float(4**i) for i in range(14))
-#: Permission events per turn: the SDK's default limit of events per span (it drops the rest
-#: anyway, after building them); the turn's `acp.permission.count` still counts every one.
-MAX_PERMISSION_EVENTS = 128
-#: Bounds on what one attribute may hold (agent text is hostile: never unbounded).
-_MAX_ATTRIBUTE = 64 * 1024
-_MAX_OPEN_TOOLS = 1024
-
-
-class _Settings:
-    """What `instrument()` set; ``generation`` tells the recorder to make its tracer again."""
-
-    def __init__(self) -> None:
-        self.instrumented = False
-        self.providers: tuple[Any, Any] = (None, None)
-        self.generation = 0
-
-
-_settings = _Settings()
-_lock = threading.Lock()
 
 
 def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
@@ -109,7 +85,7 @@ def is_instrumented() -> bool:
 
 def available() -> bool:
     """Whether ``opentelemetry-api`` can be imported (warns once when it cannot)."""
-    from ._record import load
+    from ._otel import load
 
     return load() is not None
 
@@ -132,7 +108,7 @@ def for_client(flag: bool | None) -> ClientTelemetry | None:
 def record_claim(seconds: float, client_options: Mapping[str, Any]) -> None:
     """A pool claim's duration, when its clients are instrumented."""
     if enabled(client_options.get("telemetry")):
-        from ._record import record_claim as record
+        from ._otel import record_claim as record
 
         record(seconds)
 

@@ -1,0 +1,27 @@
+"""`UpdateKind`, a leaf module: the model names it for its update classes and the facade
+re-exports it from `_types` (where the Rust core looks it up by name), so neither the model nor
+the core needs the facade's other records to know an update's kind."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["UpdateKind"]
+
+
+class UpdateKind(enum.StrEnum):
+    """The `sessionUpdate` of an update; values are the wire names."""
+
+    USER_MESSAGE_CHUNK = "user_message_chunk"
+    AGENT_MESSAGE_CHUNK = "agent_message_chunk"
+    AGENT_THOUGHT_CHUNK = "agent_thought_chunk"
+    TOOL_CALL = "tool_call"
+    TOOL_CALL_UPDATE = "tool_call_update"
+    PLAN = "plan"
+    AVAILABLE_COMMANDS_UPDATE = "available_commands_update"
+    CURRENT_MODE_UPDATE = "current_mode_update"
+    CONFIG_OPTION_UPDATE = "config_option_update"
+    SESSION_INFO_UPDATE = "session_info_update"
+    USAGE_UPDATE = "usage_update"
+    #: A `sessionUpdate` the client does not know (e.g. unstable variants); delivered as is.
+    UNKNOWN = "unknown"
