@@ -38,11 +38,13 @@ def _letter(status: str) -> str:
 def _stat_fields(pid: int | str) -> list[str] | None:
     """/proc/<pid>/stat's fields after the command name (state, ppid, pgrp, session, ...)."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            data = handle.read()
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read()
     except OSError:  # gone (ESRCH included)
         return None
-    return data[data.rindex(")") + 2 :].split()
+    # Bytes: a process name need not be UTF-8 (acp-os's tests start such processes); the
+    # fields after the last ")" are ASCII.
+    return raw[raw.rindex(b")") + 2 :].decode("ascii", "replace").split()
 
 
 def process_state(pid: int) -> str | None:

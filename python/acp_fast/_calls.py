@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
+from ._agent_spec import ask_mode_to_set
 from ._convert import content_tuples, decode_list, session_infos, turn_result
 from ._errors import AgentProtocolError, AgentTransportFailed, ConnectError, TurnTimeout
 from ._options import _connect_failure
-from ._types import Initialize, PromptResult, Text, TurnResult
+from ._types import Initialize, Modes, PromptResult, Text, TurnResult
 
 if TYPE_CHECKING:
     from ._core import CoreClient
+    from .registry import AgentProfile
 
 _T = TypeVar("_T")
 
@@ -58,6 +60,8 @@ class SessionLike(Protocol):
     def _check_open(self) -> None: ...
     def _info(self) -> Any: ...
     def _mark_closed(self) -> None: ...
+    @property
+    def modes(self) -> Modes: ...
 
 
 _S = TypeVar("_S", bound=SessionLike)
@@ -88,6 +92,8 @@ class ClientLike(Protocol[_S]):
     def _session_state(self) -> str: ...
     @property
     def _states(self) -> dict[str, Any]: ...
+    @property
+    def _profile(self) -> AgentProfile | None: ...
     def _forget(self, session: Any) -> None: ...
     def _check_usable(self) -> None: ...
     def _default_session(self) -> _S: ...
@@ -165,7 +171,7 @@ def start(client: ClientLike[Any], new_session: bool, timeout: float | None) -> 
         raise failure from error
     _telemetry.started(client)
     if session_id is not None:
-        client._opened(session_id, cwd, ())
+        yield from ask_host(client, client._opened(session_id, cwd, ()))
 
 
 def connect_error(
@@ -197,7 +203,9 @@ def new_session(
     """``session/new``; the first session opened becomes the default."""
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
     session_id = yield CoreCall("new_session", (path, servers, list(directories)))
-    return client._opened(session_id, path, directories)
+    session = client._opened(session_id, path, directories)
+    yield from ask_host(client, session)
+    return session
 
 
 def load_session(
@@ -212,7 +220,20 @@ def load_session(
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
     client._register_roots(session_id, path, directories)  # a replay may use files
     yield CoreCall("load_session", (session_id, path, servers, list(directories), resume))
-    return client._opened(session_id, path, directories)
+    session = client._opened(session_id, path, directories)
+    yield from ask_host(client, session)
+    return session
+
+
+def ask_host(client: ClientLike[Any], session: SessionLike) -> Plan[None]:
+    """A client made from a spec with a profile (`from_spec`): switch a session it opened to
+    the mode in which the agent sends its permission requests to the host, when the agent
+    offers that mode and the session is not in it already."""
+    modes = session.modes
+    offered = [mode.id for mode in modes.available]
+    wanted = ask_mode_to_set(client._profile, modes.current, offered)
+    if wanted is not None:
+        yield CoreCall("set_mode", (session.session_id, wanted))
 
 
 def list_sessions(

@@ -10,7 +10,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import _calls, _convert, _core, _shutdown, _spawn_args
 from . import telemetry as _telemetry
@@ -48,6 +48,12 @@ def _close_live_clients() -> None:
 
 # Close every client before `threading` joins non-daemon threads (which may be inside calls).
 _shutdown.install(_close_live_clients)
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ._agent_spec import AgentSpec
+    from .registry import AgentProfile
 
 
 class _ClientBase(Generic[_S]):
@@ -175,6 +181,8 @@ class _ClientBase(Generic[_S]):
         self._states: dict[str, Any] = {}
         spawn = _spawn_args.convert(command, args, env, cwd)
         self._cwd = spawn.cwd
+        # A client made by `from_spec`: its agent's profile (each session asks the host).
+        self._profile: AgentProfile | None = None
         self._mcp_servers = _convert.mcp_list(mcp_servers, "mcp_servers")
         self._policy = permission_policy
         self._capabilities = capabilities
@@ -229,6 +237,25 @@ class _ClientBase(Generic[_S]):
             observer.transport_epoch = transport_epoch  # type: ignore[union-attr]
         with _live_lock:
             _live_clients.add(self)
+
+    @classmethod
+    def from_spec(cls, spec: AgentSpec, /, **options: Any) -> Self:
+        """A client for `spec` (`acp_fast.AgentSpec`, e.g. ``AgentSpec.from_registry``): its
+        command and arguments, its environment with the registry's and the profile's
+        variables on top (`AgentSpec.environment`; an ``env=`` here replaces the spec's base
+        environment, not those variables), its ``client_options`` with `options` over them.
+        When the spec has a profile, each session the client opens is switched to the
+        profile's ask mode when the agent offers it (see `Session.asks_permission`)."""
+        merged = {**spec.client_options, **options}
+        base = merged.pop("env", spec.env)
+        env: Mapping[str, str] | None
+        if spec.add_env:
+            env = {**(os.environ if base is None else base), **spec.add_env}
+        else:
+            env = base
+        client = cls(spec.command, spec.args, env=env, **merged)
+        client._profile = spec.profile
+        return client
 
     def _spawn(self, options: _CoreOptions) -> _core.CoreClient:
         """Starts the agent (the core spawns it); a missing cwd is named as such."""

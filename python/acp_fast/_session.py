@@ -72,6 +72,16 @@ class _SessionBase:
         return Modes(current=current, available=tuple(Mode(*m) for m in available))
 
     @property
+    def asks_permission(self) -> bool | None:
+        """Whether the agent sends its permission requests to the host in the session's
+        current mode: False in a mode where it decides by itself (claude-agent-acp's
+        ``auto``, codex-acp's "Auto review"), so the policy and ``on_permission`` decide
+        nothing; None when that is not known (a client not made by ``from_spec`` with a
+        profile, or a mode the profile does not know). See the registry guide."""
+        profile = self._client._profile
+        return None if profile is None else profile.asks_in(self.modes.current or None)
+
+    @property
     def models(self) -> Models:
         """The session's current model and the models it offers (`Models`)."""
         info = self._info()
