@@ -1,0 +1,188 @@
+"""Per-claim observers (``claim_observers=True``): a claim attaches the task's own observer (its
+journal) to a spare started before the task existed; what the spare exchanged before (its
+handshake) is replayed into it first, and nothing of another claim ever reaches it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import acp_fast as acp
+import pytest
+from acp_fast import journal
+from acp_fast.pool import SpareOverflow
+from acp_fast.pool._relay import HELD_CALLS
+from conftest import wait_dead
+
+from tests.pool.kit import DEMO, options, slow_args
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs Linux (/proc)")
+
+
+def plain_options(**more: Any) -> dict[str, Any]:
+    kept = options(**more)
+    del kept["observer"]
+    return kept
+
+
+def methods(path: Path, kind: journal.RecordKind) -> list[str]:
+    lines = [json.loads(r.envelope) for r in journal.read(path) if r.kind == kind]
+    return [message.get("method") or "answer" for message in lines]
+
+
+def updates(path: Path) -> list[str]:
+    return [r.envelope for r in journal.read(path) if r.kind == journal.RecordKind.UPDATE]
+
+
+def test_each_claim_journals_its_own_agent_from_the_handshake(tmp_path: Path) -> None:
+    async def main() -> list[int]:
+        pool = acp.AsyncPool(sys.executable, DEMO, client_options=plain_options(),
+                             min_idle=2, max_idle=2, max_total=4, claim_observers=True)  # fmt: skip
+        pids = []
+        async with pool:
+            await pool.start(wait=True)
+            for name in ("a", "b"):
+                with journal.JsonlJournal(tmp_path / f"{name}.jsonl") as record:
+                    async with pool.session(cwd=str(tmp_path), observer=record) as session:
+                        turn = await session.prompt(f"hello {name}")
+                        pids.append(session._client.pid)
+                    assert turn.response == f"Hello! You said: hello {name}."
+            assert pool.stats().hits == 2  # both were spares started before the claim
+        return pids
+
+    pids = asyncio.run(main())
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.jsonl"
+        # The journal reads as if the agent had been started for the task: the handshake first.
+        assert methods(path, journal.RecordKind.SENT)[:3] == ["initialize", "session/new",
+                                                             "session/prompt"]  # fmt: skip
+        numbers = [r.number for r in journal.read(path)]
+        assert numbers == list(range(1, len(numbers) + 1))
+        texts = updates(path)
+        assert texts and all(f"hello {name}" in t for t in texts if "Thinking" in t)
+        assert not any(f"hello {'b' if name == 'a' else 'a'}" in t for t in texts)
+        epochs = {r.transport_epoch for r in journal.read(path)}
+        assert epochs == {1}
+    assert all(wait_dead(pid, 5.0) for pid in pids)
+
+
+def test_the_blocking_pool_attaches_too(tmp_path: Path) -> None:
+    with acp.Pool(sys.executable, DEMO, client_options=plain_options(), min_idle=1, max_idle=1,
+                  max_total=2, claim_observers=True) as pool:  # fmt: skip
+        pool.start(wait=True)
+        with journal.JsonlJournal(tmp_path / "j.jsonl") as record:
+            client = pool.claim(observer=record)
+            session = client.new_session(str(tmp_path))
+            assert session.prompt("hi").response == "Hello! You said: hi."
+            pool.release(client)
+    path = tmp_path / "j.jsonl"
+    assert methods(path, journal.RecordKind.SENT)[:2] == ["initialize", "session/new"]
+    assert updates(path)
+
+
+def test_without_claim_observers_a_claim_observer_is_refused() -> None:
+    async def main() -> None:
+        async with acp.AsyncPool(sys.executable, DEMO, client_options=options(),
+                                 min_idle=0) as pool:  # fmt: skip
+            with pytest.raises(ValueError, match="claim_observers=True"):
+                await pool.claim(observer=object())
+            assert pool.stats().claims == 0  # refused before anything was claimed
+
+    asyncio.run(main())
+
+
+def test_a_journal_holding_the_spares_epoch_is_refused(tmp_path: Path) -> None:
+    # Its records and the spare's updates would collide on (epoch, sequence).
+    path = tmp_path / "old.jsonl"
+    with acp.Client(sys.executable, DEMO, **plain_options(),
+                    observer=journal.JsonlJournal(path)) as client:  # fmt: skip
+        client.start()
+        client.new_session(str(tmp_path)).prompt("hi")
+
+    async def main() -> None:
+        async with acp.AsyncPool(sys.executable, DEMO, client_options=plain_options(),
+                                 min_idle=0, claim_observers=True) as pool:  # fmt: skip
+            with journal.JsonlJournal(path) as old, pytest.raises(ValueError, match="epoch"):
+                await pool.claim(observer=old)
+            assert pool.stats().claims == 0
+
+    asyncio.run(main())
+
+
+def test_durable_clients_need_an_observer_that_records() -> None:
+    async def main() -> None:
+        async with acp.AsyncPool(sys.executable, DEMO, client_options=plain_options(durable=True),
+                                 min_idle=0, claim_observers=True) as pool:  # fmt: skip
+            with pytest.raises(ValueError, match="on_update or on_permission_commit"):
+                await pool.claim(observer=object())
+
+    asyncio.run(main())
+
+
+def test_a_reused_agent_starts_each_claim_with_an_empty_record(tmp_path: Path) -> None:
+    async def main() -> set[int | None]:
+        pool = acp.AsyncPool(sys.executable, slow_args("--close"), client_options=plain_options(),
+                             min_idle=1, max_idle=1, max_total=1, reuse=True,
+                             claim_observers=True)  # fmt: skip
+        pids = set()
+        async with pool:
+            for name in ("a", "b"):
+                with journal.JsonlJournal(tmp_path / f"{name}.jsonl") as record:
+                    async with pool.session(cwd=str(tmp_path), observer=record) as session:
+                        await session.prompt(name)
+                        pids.add(session._client.pid)
+        return pids
+
+    assert len(asyncio.run(main())) == 1  # the same agent served both
+    first = methods(tmp_path / "a.jsonl", journal.RecordKind.SENT)
+    second = methods(tmp_path / "b.jsonl", journal.RecordKind.SENT)
+    assert first == ["initialize", "session/new", "session/prompt", "session/close"]
+    assert second == ["session/new", "session/prompt", "session/close"]
+
+
+FLOODER = textwrap.dedent(
+    """
+    import json, sys
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("method") == "initialize":
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+                "protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}}), flush=True)
+            note = {"jsonrpc": "2.0", "method": "x/noise", "params": {"n": "z" * 64}}
+            for _ in range(COUNT):
+                print(json.dumps(note), flush=True)
+    """
+)
+
+
+def test_a_spare_that_floods_before_any_claim_is_stopped_not_buffered(tmp_path: Path) -> None:
+    # Attack: an agent that writes without end while nobody has claimed it. The relay holds at
+    # most HELD_CALLS messages / 1 MiB, then stops that client; the pool evicts it.
+    script = tmp_path / "flooder.py"
+    script.write_text(FLOODER.replace("COUNT", str(HELD_CALLS * 4)))
+
+    async def main() -> None:
+        pool = acp.AsyncPool(sys.executable, [str(script)], client_options=plain_options(),
+                             min_idle=1, max_idle=1, max_total=2, claim_observers=True)  # fmt: skip
+        async with pool:
+            await pool.start(wait=True)
+            (client,) = pool._state.idle and [pool._state.idle[0].client]
+            pid = client.pid
+            assert pid is not None
+            deadline = asyncio.get_running_loop().time() + 10
+            while not client._live.stopped and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.02)
+            assert client._live.stopped, "the flooding spare was not stopped"
+            with journal.JsonlJournal(tmp_path / "j.jsonl") as record:
+                # The cold start that follows floods too: the claim says why it failed.
+                with pytest.raises(SpareOverflow, match="before any task claimed it"):
+                    async with pool.session(cwd=str(tmp_path), observer=record):
+                        pass
+            assert pool.stats().evicted >= 1
+        assert wait_dead(pid, 5.0)
+
+    asyncio.run(main())
