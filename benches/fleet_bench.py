@@ -16,8 +16,11 @@ Rows:
   its first update from the agent (the journal's record time; same machine, same clock).
 - Ray objects per update: batches returned through Ray / updates (each batch is one object).
 - host RSS per agent: the host actor's RSS growth with its agents running, per agent.
-- driver fan-in ceiling: small replies from the hosts (a batch is one) the driver takes per
-  second with 64 calls in flight: how many batches/s one consumer can take at most.
+- driver fan-in ceiling: batches/s one consumer (this driver) takes at most: an actor per
+  host returns ready-made batches (16 KiB, the size a busy stream's batch leaves at, and
+  256 B, a trickle's) as fast as the driver asks, 64 calls in flight; no agent runs meanwhile.
+  What a fleet's streams can deliver to one driver is this many batches per second, whatever
+  the number of nodes.
 
 Needs the ``ray`` extra; starts a local Ray (2 CPUs, no dashboard) and stops it at the end.
 """
@@ -29,6 +32,7 @@ import asyncio
 import os
 import tempfile
 import time
+from typing import Any
 
 import acp_fast as acp
 import psutil
@@ -76,7 +80,7 @@ async def in_process(sessions: int, updates: int, workdir: str) -> tuple[float, 
     return time.perf_counter() - began, count
 
 
-async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -> dict[str, float]:
+async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -> dict[str, Any]:
     per_host = -(-sessions // hosts)
     f = fleet.Fleet(spec(updates), hosts=hosts, agents_per_host=per_host, journal_dir=workdir)
     async with f:
@@ -107,21 +111,7 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         await asyncio.gather(*consumers)
         elapsed = time.perf_counter() - began
         sampler.cancel()
-        # The driver's fan-in ceiling: small host replies (a batch is one) one driver takes per
-        # second, 64 calls in flight, from every host.
-        actors = [f.actor(i) for i in range(hosts)]
-        calls = 0
-        fan_began = time.perf_counter()
-
-        async def caller(index: int) -> None:
-            nonlocal calls
-            actor = actors[index % hosts]
-            for _ in range(50):
-                await actor.stats.remote()
-                calls += 1
-
-        await asyncio.gather(*(caller(i) for i in range(64)))
-        fan_in = calls / (time.perf_counter() - fan_began)
+    fan_in = {size: await fan_in_ceiling(hosts, size) for size in (16 * 1024, 256)}
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     latencies = []
     for r in results:
@@ -141,6 +131,40 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         "rss_per_agent": (peak_rss - idle_rss) / max(1, per_host * hosts),
         "fan_in": fan_in,
     }
+
+
+@ray.remote(num_cpus=0)
+class _Source:
+    """Stands in for a host whose streams always have a batch ready."""
+
+    def __init__(self, size: int) -> None:
+        self.batch = (b"x" * (size - 1) + b"\n", b"\0" * 8, False)
+
+    async def read(self) -> tuple[bytes, bytes, bool]:
+        return self.batch
+
+
+async def fan_in_ceiling(hosts: int, size: int, seconds: float = 3.0) -> float:
+    """Batches of `size` bytes per second one driver takes, 64 reads in flight over `hosts`
+    sources (the shape of `Fleet.stream`: one awaited actor call per batch)."""
+    sources = [_Source.remote(size) for _ in range(hosts)]  # type: ignore[attr-defined]
+    await asyncio.gather(*(s.read.remote() for s in sources))
+    taken = 0
+    stop = time.perf_counter() + seconds
+
+    async def consumer(index: int) -> None:
+        nonlocal taken
+        source = sources[index % hosts]
+        while time.perf_counter() < stop:
+            await source.read.remote()
+            taken += 1
+
+    began = time.perf_counter()
+    await asyncio.gather(*(consumer(i) for i in range(64)))
+    rate = taken / (time.perf_counter() - began)
+    for source in sources:
+        ray.kill(source)
+    return rate
 
 
 def main() -> None:
@@ -176,7 +200,10 @@ def main() -> None:
     )
     print(f"Ray objects per update:    {got['batches'] / got['updates']:.4f} "
           f"({got['batches']:.0f} batches for {got['updates']:.0f} updates)")  # fmt: skip
-    print(f"driver fan-in ceiling:     {got['fan_in']:12,.0f} replies/s (64 in flight)")
+    fan_in = got["fan_in"]
+    for size, rate in fan_in.items():  # type: ignore[attr-defined]
+        print(f"driver fan-in ceiling:     {rate:12,.0f} batches/s of {size:,} B "
+              f"({rate * size / 2**20:,.1f} MiB/s; 64 in flight)")  # fmt: skip
     print(f"host RSS per agent:        {got['rss_per_agent'] / 2**20:.1f} MiB")
 
 
