@@ -17,8 +17,9 @@ Rows:
 - Ray objects per update: batches returned through Ray / updates (each batch is one object).
 - host RSS per agent: the host actor's RSS growth with its agents running, per agent.
 - driver fan-in ceiling: batches/s one consumer (this driver) takes at most: an actor per
-  host returns ready-made batches (16 KiB, the size a busy stream's batch leaves at, and
-  256 B, a trickle's) as fast as the driver asks, 64 calls in flight; no agent runs meanwhile.
+  host returns ready-made batches (1 MiB, a flood's largest; 16 KiB, the size a busy stream's
+  batch leaves at; 256 B, a trickle's) as fast as the driver asks, 64 calls in flight; no
+  agent runs meanwhile.
   What a fleet's streams can deliver to one driver is this many batches per second, whatever
   the number of nodes.
 
@@ -111,7 +112,7 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         await asyncio.gather(*consumers)
         elapsed = time.perf_counter() - began
         sampler.cancel()
-    fan_in = {size: await fan_in_ceiling(hosts, size) for size in (16 * 1024, 256)}
+    fan_in = {size: await fan_in_ceiling(hosts, size) for size in (1 << 20, 16 * 1024, 256)}
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     latencies = []
     for r in results:
