@@ -170,3 +170,32 @@ def test_spares_that_cannot_start_are_failures_as_values(cluster: object, tmp_pa
         assert result.message and "\x1b" not in result.message
 
     asyncio.run(main())
+
+
+def test_cancelling_while_an_attempt_waits_for_its_claim_closes_the_agent_claimed_later(
+    cluster: object, tmp_path: Path
+) -> None:
+    # Agents that take 3 s to start and then tell a 30 s story: run() is cancelled while the
+    # attempt waits for its spare. The agent it is handed later is closed at once, not after
+    # the story.
+    slow_start = (
+        "import os, sys, time; time.sleep(3); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'acp_fast.demo_agent', '--delay', '5'])"
+    )
+    agent = acp.AgentSpec(sys.executable, ["-c", slow_start])
+
+    async def main() -> None:
+        f = fleet.Fleet(agent, hosts=1, agents_per_host=1, journal_dir=tmp_path,
+                        pool={"min_idle": 0, "max_idle": 1, "claim_timeout": 30.0})  # fmt: skip
+        async with f:
+            running = asyncio.ensure_future(f.run([fleet.Task("late", tmp_path, ["a story"])]))
+            await until(f, lambda ss: ss[0]["pool"]["starting"] == 1)  # the claim is waiting
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            # Claimed about 3 s after the start began, closed then: nothing left by 15 s.
+            (host,) = await until(f, lambda ss: ss[0]["pool"]["started"] == 1 and ss[0][
+                "running"] == 0, within=15.0)  # fmt: skip
+            assert host["pool"]["claimed"] == 0 and not host["agent_pids"]
+
+    asyncio.run(main())
