@@ -302,7 +302,7 @@ class Host:
     def _record(self, key: tuple[str, int]) -> Record:
         record = self.records.get(key)
         if record is None:
-            record = self.records[key] = Record(asyncio.get_running_loop())
+            record = self.records[key] = Record()
         return record
 
     async def stats(self) -> dict[str, Any]:

@@ -29,11 +29,16 @@ RETAINED = 64 * 1024 * 1024
 
 
 class Record:
-    """The updates of one attempt, in journal order, as the journal's observer saw them."""
+    """The updates of one attempt, in journal order, as the journal's observer saw them.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._thread = threading.get_ident()
+    Written on the loop that runs the agent's client, read on the streams' loop (Ray gives each
+    concurrency group a thread and loop of its own). A reader that waits registers a waiter
+    (its loop and an event of that loop); the writer wakes the waiters there are and forgets
+    them, so a flood costs one cross-thread wake per read that waits, not one per update."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.seqs = array("Q")
         self.lines: list[str] = []
         self.arrived: list[float] = []
@@ -41,7 +46,6 @@ class Record:
         self.dropped = 0  # updates forgotten from the front (beyond RETAINED)
         self.total = 0
         self.done = False
-        self._changed = asyncio.Event()
 
     # The journal's wrapped observer: called for every update after the journal recorded it.
     def on_update(self, update: Update) -> None:
@@ -54,17 +58,24 @@ class Record:
         self.total += 1
         if self.retained_bytes > RETAINED:
             self._trim()
-        self._wake()
+        if self._waiters:  # read after the append: a reader registers before it looks
+            self._wake()
 
     def finish(self) -> None:
         self.done = True
         self._wake()
 
     def _wake(self) -> None:
-        if threading.get_ident() == self._thread:
-            self._changed.set()
-        else:
-            self._loop.call_soon_threadsafe(self._changed.set)
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            try:
+                if _running_loop() is loop:
+                    event.set()
+                else:
+                    loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop is closed: its reader is gone
+                pass
 
     def _trim(self) -> None:
         cut = 0
@@ -77,14 +88,29 @@ class Record:
     def _index(self, from_seq: int) -> int:
         return bisect.bisect_left(self.seqs, from_seq)
 
-    async def _wait(self, timeout: float) -> bool:
-        """Waits for a change at most `timeout` seconds; True when one came."""
-        self._changed.clear()
+    async def _wait(self, seen: int, timeout: float) -> bool:
+        """Waits at most `timeout` seconds for an update after the first `seen` ones (or the
+        end); True when one came."""
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._lock:
+            self._waiters.append(waiter)
+        # Looked at after registering: an update appended before it is seen here, one after
+        # it wakes the event.
+        if self.total != seen or self.done:
+            self._forget(waiter)
+            return True
         try:
-            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.0))
+            await asyncio.wait_for(event.wait(), max(timeout, 0.0))
         except TimeoutError:
+            self._forget(waiter)
             return False
         return True
+
+    def _forget(self, waiter: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
 
     async def read(self, from_seq: int) -> tuple[bytes, bytes, bool]:
         """The next batch from `from_seq`: (lines, sequences as array("Q") bytes, ended).
@@ -94,22 +120,25 @@ class Record:
                 f"updates before sequence {self.seqs[0]} are no longer in memory; "
                 "read them from the attempt's journal"
             )
-        start = self._index(from_seq)
         began = time.monotonic()
-        while start >= len(self.lines) and not self.done:
-            if not await self._wait(POLL - (time.monotonic() - began)):
-                return b"", b"", False
+        while True:
+            seen = self.total  # before looking: what the writer adds after it wakes the wait
             start = self._index(from_seq)
+            if start < len(self.lines) or self.done:
+                break
+            if not await self._wait(seen, POLL - (time.monotonic() - began)):
+                return b"", b"", False
         if start < len(self.lines):
             # Coalesce: wait while below FULL, the flow not quiet and the first pending update
             # younger than LONGEST.
             first = self.arrived[start]
             while not self.done:
+                seen = self.total
                 pending = sum(len(line) + 1 for line in self.lines[start : start + 256])
                 if pending >= FULL:
                     break
                 left = first + LONGEST - time.monotonic()
-                if left <= 0 or not await self._wait(min(QUIET, left)):
+                if left <= 0 or not await self._wait(seen, min(QUIET, left)):
                     break  # 50 ms reached, or 2 ms quiet
                 start = self._index(from_seq)  # trimming may have moved the front
         end = start
@@ -122,3 +151,10 @@ class Record:
             return b"", b"", ended
         data = ("\n".join(self.lines[start:end]) + "\n").encode("utf-8", "surrogatepass")
         return data, self.seqs[start:end].tobytes(), ended
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
