@@ -3,6 +3,7 @@ with `AsyncClient`, side by side in one run (fleet.md §3).
 
     python benches/fleet_bench.py                  # N=8 sessions, 20000 updates each
     python benches/fleet_bench.py --sessions 16 --updates 2000 --hosts 2
+    python benches/fleet_bench.py --pool 2         # each host keeps 2 warm spares
 
 Agent: the demo agent in flood mode (``--flood-count U --flood-bytes 64``): every prompt is
 answered with U message chunks of 64 bytes, as fast as the agent can write them.
@@ -81,9 +82,13 @@ async def in_process(sessions: int, updates: int, workdir: str) -> tuple[float, 
     return time.perf_counter() - began, count
 
 
-async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -> dict[str, Any]:
+async def through_fleet(
+    sessions: int, updates: int, hosts: int, workdir: str, pool: int
+) -> dict[str, Any]:
     per_host = -(-sessions // hosts)
-    f = fleet.Fleet(spec(updates), hosts=hosts, agents_per_host=per_host, journal_dir=workdir)
+    warm = {"min_idle": pool, "max_idle": pool} if pool else None
+    f = fleet.Fleet(spec(updates), hosts=hosts, agents_per_host=per_host, journal_dir=workdir,
+                    pool=warm)  # fmt: skip
     async with f:
         host_pids = [s["pid"] for s in await f.stats()]
         idle_rss = sum(psutil.Process(p).memory_info().rss for p in host_pids)
@@ -173,6 +178,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--updates", type=int, default=20000)
     parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--pool", type=int, default=0, help="warm spares per host (0: none)")
     options = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with tempfile.TemporaryDirectory() as workdir:
@@ -185,14 +191,17 @@ def main() -> None:
         )
         try:
             got = asyncio.run(
-                through_fleet(options.sessions, options.updates, options.hosts, workdir)
+                through_fleet(
+                    options.sessions, options.updates, options.hosts, workdir, options.pool
+                )
             )
         finally:
             ray.shutdown()
     local_rate = count / seconds
     fleet_rate = got["updates"] / got["elapsed"]
     print(f"{options.sessions} sessions x {options.updates} updates (64 B), "
-          f"{options.hosts} host(s), {os.cpu_count()} CPUs")  # fmt: skip
+          f"{options.hosts} host(s), {options.pool} warm spares per host, "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
     print(f"in process (AsyncClient):  {local_rate:12,.0f} updates/s")
     print(f"through the fleet:         {fleet_rate:12,.0f} updates/s  "
           f"({fleet_rate / local_rate:.2f} of in-process)")  # fmt: skip
