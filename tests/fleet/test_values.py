@@ -284,3 +284,82 @@ def test_a_flood_wakes_the_reader_per_read_not_per_update(
         assert wakes * 100 <= len(got), (wakes, reads)  # was one per update
 
     asyncio.run(main())
+
+
+class _Numbered:
+    """An update whose envelope names its own sequence."""
+
+    def __init__(self, seq: int) -> None:
+        self.update_sequence = seq
+        self.envelope = f"{seq:>12}" + "x" * 200
+
+
+def test_a_flood_trimmed_while_read_from_another_thread_keeps_lines_and_sequences_paired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The writer (the client's thread) appends and trims the record while a stream reads it
+    # on another thread: every batch's lines must carry the sequences given with them, and an
+    # update trimmed before it was read must be refused (LookupError), never skipped.
+    monkeypatch.setattr(_record, "RETAINED", 32 * 1024)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
+    count = 60000
+
+    async def main() -> None:
+        record = Record()
+        go = threading.Event()
+
+        def write() -> None:
+            go.wait()
+            for seq in range(1, count + 1):
+                record.on_update(_Numbered(seq))  # type: ignore[arg-type]
+            record.finish()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        go.set()
+        following = 1
+        ended = False
+        refused = 0
+        while not ended:
+            try:
+                data, seqs, ended = await record.read(following)
+            except LookupError:
+                refused += 1
+                following = record.dropped_through + 1  # the rest: in the journal
+                continue
+            numbers = array("Q", seqs).tolist()
+            lines = data.split(b"\n")[:-1]
+            assert [int(line[:12]) for line in lines] == numbers
+            if numbers:
+                assert numbers[0] == following, (numbers[0], following)  # nothing skipped
+                assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+                following = numbers[-1] + 1
+        writer.join()
+        assert following == count + 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def test_a_record_trimmed_to_nothing_refuses_what_it_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One update larger than what a record keeps: trimmed at once, the record is empty; a
+    # read of it is refused with the journal's pointer, not answered with nothing.
+    monkeypatch.setattr(_record, "RETAINED", 1024)
+
+    async def main() -> None:
+        record = Record()
+        record.on_update(_Update(1, 4096))  # type: ignore[arg-type]
+        assert record.lines == [] and record.dropped == 1
+        with pytest.raises(LookupError, match="through sequence 1"):
+            await record.read(1)
+        record.on_update(_Update(2, 10))  # type: ignore[arg-type]
+        record.finish()
+        _, seqs, ended = await record.read(2)
+        assert array("Q", seqs).tolist() == [2] and ended
+
+    asyncio.run(main())
