@@ -199,3 +199,18 @@ def test_cancelling_while_an_attempt_waits_for_its_claim_closes_the_agent_claime
             assert host["pool"]["claimed"] == 0 and not host["agent_pids"]
 
     asyncio.run(main())
+
+
+def test_a_missing_cwd_fails_as_without_a_pool(cluster: object, tmp_path: Path) -> None:
+    # session/new takes any path: a warm agent would work in a directory that does not exist.
+    # The attempt fails as a fresh agent's spawn does, with FileNotFoundError naming it.
+    async def main() -> None:
+        for pool in (None, {"min_idle": 1}):
+            f = fleet.Fleet(spec(), hosts=1, agents_per_host=1, journal_dir=tmp_path, pool=pool)
+            async with f:
+                missing = tmp_path / "nowhere"
+                (result,) = await f.run([fleet.Task(f"m{bool(pool)}", missing, ["hi"])])
+            assert not result.ok and result.error_type == "FileNotFoundError", result
+            assert str(missing) in (result.message or "")
+
+    asyncio.run(main())

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import ctypes
 import dataclasses
+import errno
 import os
 import signal
 import stat
@@ -220,7 +221,12 @@ class Host:
             pool = await self._pool()
             if pool is not None:
                 # A warm spare (else a cold start after claim_timeout): the agent process runs
-                # in the host's directory, the task's cwd is its session's (fleet.md §1).
+                # in the host's directory, the task's cwd is its session's (fleet.md §1). The
+                # cwd is checked as a fresh agent's would be (session/new takes any path).
+                if not os.path.isdir(cwd):
+                    raise FileNotFoundError(
+                        errno.ENOENT, "the task's cwd does not exist or is not a directory", cwd
+                    )
                 async with pool.session(cwd, observer=journal) as session:
                     self.clients[key] = session._client
                     if key in self.cancelled:
