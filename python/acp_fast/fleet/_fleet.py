@@ -225,6 +225,8 @@ class Fleet:
             return
         try:
             await asyncio.wait_for(self._actors[host].stats.remote(), 60)
+            if self.pool is not None:  # a restarted host: its spares again, in the background
+                self._actors[host].warm.remote(self.start_timeout)
             return
         except RayActorError:
             pass
