@@ -16,7 +16,7 @@ import pytest
 from acp_fast import journal
 from acp_fast.pool import SpareOverflow
 from acp_fast.pool._relay import HELD_CALLS
-from conftest import wait_dead
+from conftest import Journal, wait_dead
 
 from tests.pool.kit import DEMO, options, slow_args
 
@@ -186,3 +186,24 @@ def test_a_spare_that_floods_before_any_claim_is_stopped_not_buffered(tmp_path: 
         assert wait_dead(pid, 5.0)
 
     asyncio.run(main())
+
+
+def test_a_claimed_spares_journal_replays_like_a_fresh_agents(tmp_path: Path) -> None:
+    # The journal begins with the replayed handshake, so the replay agent can play it back:
+    # the same updates and reply as the recorded turn.
+    path = tmp_path / "claimed.jsonl"
+    with acp.Pool(sys.executable, DEMO, client_options=plain_options(), min_idle=1, max_idle=1,
+                  max_total=2, claim_observers=True) as pool:  # fmt: skip
+        pool.start(wait=True)
+        with journal.JsonlJournal(path) as record:
+            with pool.session(cwd=str(tmp_path), observer=record) as session:
+                recorded = session.prompt("hello")
+    seen = Journal()
+    replayer = acp.Client(sys.executable, ["-m", "acp_fast.replay_agent", str(path)],
+                          **plain_options(), observer=seen)  # fmt: skip
+    with replayer:
+        replayer.start()
+        assert replayer.default_session is not None
+        played = replayer.default_session.prompt("hello")
+    assert played.response == recorded.response
+    assert [u.envelope for u in seen.updates] == updates(path)
