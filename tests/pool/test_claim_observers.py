@@ -207,3 +207,31 @@ def test_a_claimed_spares_journal_replays_like_a_fresh_agents(tmp_path: Path) ->
         played = replayer.default_session.prompt("hello")
     assert played.response == recorded.response
     assert [u.envelope for u in seen.updates] == updates(path)
+
+
+def test_what_a_spare_sent_before_its_claim_is_in_the_claims_journal_in_order(
+    tmp_path: Path,
+) -> None:
+    # An agent that talks right after initialize (within the bound): every line reaches the
+    # task's journal, in order, before the claim's own session/new.
+    script = tmp_path / "chatty.py"
+    script.write_text(FLOODER.replace("COUNT", "100"))
+
+    async def main() -> None:
+        pool = acp.AsyncPool(sys.executable, [str(script)], client_options=plain_options(),
+                             min_idle=1, max_idle=1, max_total=2, claim_observers=True)  # fmt: skip
+        async with pool:
+            await pool.start(wait=True)
+            await asyncio.sleep(0.2)  # the noise arrives while nobody has claimed the spare
+            with journal.JsonlJournal(tmp_path / "j.jsonl") as record:
+                client = await pool.claim(observer=record)
+                pool.release(client)
+
+    asyncio.run(main())
+    records = list(journal.read(tmp_path / "j.jsonl"))
+    kinds = [(r.kind, json.loads(r.envelope).get("method")) for r in records]
+    assert kinds[0] == (journal.RecordKind.SENT, "initialize")
+    noise = [k for k in kinds if k[1] == "x/noise"]
+    assert len(noise) == 100
+    numbers = [r.number for r in records]
+    assert numbers == list(range(1, len(numbers) + 1))
