@@ -235,3 +235,46 @@ def test_what_a_spare_sent_before_its_claim_is_in_the_claims_journal_in_order(
     assert len(noise) == 100
     numbers = [r.number for r in records]
     assert numbers == list(range(1, len(numbers) + 1))
+
+
+class _Broken:
+    """An observer that cannot record (a journal on a full disk)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_sent(self, line: str) -> None:
+        self.calls += 1
+        raise OSError(28, "No space left on device")
+
+
+def test_an_observer_that_fails_at_the_claim_closes_the_client_it_was_given() -> None:
+    async def main() -> None:
+        pool = acp.AsyncPool(sys.executable, DEMO, client_options=plain_options(),
+                             min_idle=1, max_idle=1, max_total=2, claim_observers=True)  # fmt: skip
+        async with pool:
+            await pool.start(wait=True)
+            spare = pool._state.idle[0].client
+            with pytest.raises(OSError, match="No space"):
+                await pool.claim(observer=_Broken())
+            assert wait_dead(spare.pid, 5.0)  # closed, not left claimed by nobody
+            assert pool.stats().claimed == 0
+            client = await pool.claim()  # the pool goes on
+            pool.release(client)
+
+    asyncio.run(main())
+
+
+def test_a_relay_whose_target_raised_still_forwards() -> None:
+    # The replay into the target raised: later callbacks go to the target (which may raise
+    # again), never back into the relay's own holder (which would recurse).
+    from acp_fast.pool._relay import Relay
+
+    relay = Relay()
+    relay.on_sent("held")
+    target = _Broken()
+    with pytest.raises(OSError):
+        relay.attach(target)
+    with pytest.raises(OSError):
+        relay.on_sent("later")
+    assert target.calls == 2

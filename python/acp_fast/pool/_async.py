@@ -114,8 +114,20 @@ class AsyncPool:
         attached to the client after its handshake was replayed into it."""
         self._state.check_observer(observer)
         client = await self._claim_counted(timeout)
-        self._state.attach(client, observer)
+        self._attach(client, observer)
         return client
+
+    def _attach(self, client: AsyncClient, observer: object | None) -> None:
+        """Attaches the claim's observer; if it raises (a journal that cannot write), the
+        client is closed rather than left claimed by nobody, and the error raised."""
+        try:
+            self._state.attach(client, observer)
+        except BaseException:
+            self._state.claimed.discard(client)
+            self._state.forget(client)
+            client.close()
+            self._refill()
+            raise
 
     async def _claim_counted(self, timeout: float | None) -> AsyncClient:
         self._bind()
@@ -212,7 +224,8 @@ class AsyncPool:
             except BaseException as error:
                 dead = died_at_call(client, error)
                 if not dead or attempt == self._options.max_total:
-                    state.attach(client, observer)  # the task's record shows why it failed
+                    with contextlib.suppress(Exception):  # the error raised is the call's
+                        state.attach(client, observer)  # the task's record shows why it failed
                 state.claimed.discard(client)
                 state.forget(client)
                 if dead:
@@ -223,7 +236,7 @@ class AsyncPool:
                     raise
                 log.info("pool: a claimed agent was dead at session/new; trying the next one")
                 continue
-            state.attach(client, observer)
+            self._attach(client, observer)
             return client, session
         raise AssertionError("unreachable")
 

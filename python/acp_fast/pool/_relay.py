@@ -104,13 +104,15 @@ class Relay:
         with self._lock:
             held, self._held = self._held or [], None
             self._held_bytes = 0
-            for name, value in held:
-                method = getattr(target, name, None)
-                if method is not None:
-                    method(value)
-            for name in _CALLBACKS:
-                setattr(self, "_" + name, getattr(target, name, None) or _ignore)
-            self._on_permission = getattr(target, "on_permission", None) or _ignore
+            try:
+                for name, value in held:
+                    method = getattr(target, name, None)
+                    if method is not None:
+                        method(value)
+            finally:  # forwarding even when the target raised (the claim then fails)
+                for name in _CALLBACKS:
+                    setattr(self, "_" + name, getattr(target, name, None) or _ignore)
+                self._on_permission = getattr(target, "on_permission", None) or _ignore
 
     def detach(self) -> None:
         """Holds again (a reused client between two claims)."""

@@ -126,9 +126,22 @@ class Pool:
         attached to the client after its handshake was replayed into it."""
         self._state.check_observer(observer)
         client = self._claim_counted(timeout)
-        with self._lock:
-            self._state.attach(client, observer)
+        self._attach(client, observer)
         return client
+
+    def _attach(self, client: Client, observer: object | None) -> None:
+        """Attaches the claim's observer; if it raises (a journal that cannot write), the
+        client is closed rather than left claimed by nobody, and the error raised."""
+        try:
+            with self._lock:
+                self._state.attach(client, observer)
+        except BaseException:
+            with self._lock:
+                self._state.claimed.discard(client)
+                self._state.forget(client)
+                self._refill()
+            client.close()
+            raise
 
     def _claim_counted(self, timeout: float | None) -> Client:
         self.start()
@@ -223,7 +236,8 @@ class Pool:
                 dead = died_at_call(client, error)
                 with self._lock:
                     if not dead or attempt == self._options.max_total:
-                        self._state.attach(client, observer)  # the record shows why it failed
+                        with contextlib.suppress(Exception):  # the error raised is the call's
+                            self._state.attach(client, observer)  # the record shows why
                     self._state.claimed.discard(client)
                     self._state.forget(client)
                     if dead:
@@ -234,8 +248,7 @@ class Pool:
                     raise
                 log.info("pool: a claimed agent was dead at session/new; trying the next one")
                 continue
-            with self._lock:
-                self._state.attach(client, observer)
+            self._attach(client, observer)
             return client, session
         raise AssertionError("unreachable")
 
