@@ -3,6 +3,7 @@ with `AsyncClient`, side by side in one run (fleet.md §3).
 
     python benches/fleet_bench.py                  # N=8 sessions, 20000 updates each
     python benches/fleet_bench.py --sessions 16 --updates 2000 --hosts 2
+    python benches/fleet_bench.py --pool 2         # each host keeps 2 warm spares
 
 Agent: the demo agent in flood mode (``--flood-count U --flood-bytes 64``): every prompt is
 answered with U message chunks of 64 bytes, as fast as the agent can write them.
@@ -16,8 +17,12 @@ Rows:
   its first update from the agent (the journal's record time; same machine, same clock).
 - Ray objects per update: batches returned through Ray / updates (each batch is one object).
 - host RSS per agent: the host actor's RSS growth with its agents running, per agent.
-- driver fan-in ceiling: small replies from the hosts (a batch is one) the driver takes per
-  second with 64 calls in flight: how many batches/s one consumer can take at most.
+- driver fan-in ceiling: batches/s one consumer (this driver) takes at most: an actor per
+  host returns ready-made batches (1 MiB, a flood's largest; 16 KiB, the size a busy stream's
+  batch leaves at; 256 B, a trickle's) as fast as the driver asks, 64 calls in flight; no
+  agent runs meanwhile.
+  What a fleet's streams can deliver to one driver is this many batches per second, whatever
+  the number of nodes.
 
 Needs the ``ray`` extra; starts a local Ray (2 CPUs, no dashboard) and stops it at the end.
 """
@@ -29,6 +34,7 @@ import asyncio
 import os
 import tempfile
 import time
+from typing import Any
 
 import acp_fast as acp
 import psutil
@@ -76,9 +82,13 @@ async def in_process(sessions: int, updates: int, workdir: str) -> tuple[float, 
     return time.perf_counter() - began, count
 
 
-async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -> dict[str, float]:
+async def through_fleet(
+    sessions: int, updates: int, hosts: int, workdir: str, pool: int
+) -> dict[str, Any]:
     per_host = -(-sessions // hosts)
-    f = fleet.Fleet(spec(updates), hosts=hosts, agents_per_host=per_host, journal_dir=workdir)
+    warm = {"min_idle": pool, "max_idle": pool} if pool else None
+    f = fleet.Fleet(spec(updates), hosts=hosts, agents_per_host=per_host, journal_dir=workdir,
+                    pool=warm)  # fmt: skip
     async with f:
         host_pids = [s["pid"] for s in await f.stats()]
         idle_rss = sum(psutil.Process(p).memory_info().rss for p in host_pids)
@@ -107,21 +117,7 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
         await asyncio.gather(*consumers)
         elapsed = time.perf_counter() - began
         sampler.cancel()
-        # The driver's fan-in ceiling: small host replies (a batch is one) one driver takes per
-        # second, 64 calls in flight, from every host.
-        actors = [f.actor(i) for i in range(hosts)]
-        calls = 0
-        fan_began = time.perf_counter()
-
-        async def caller(index: int) -> None:
-            nonlocal calls
-            actor = actors[index % hosts]
-            for _ in range(50):
-                await actor.stats.remote()
-                calls += 1
-
-        await asyncio.gather(*(caller(i) for i in range(64)))
-        fan_in = calls / (time.perf_counter() - fan_began)
+    fan_in = {size: await fan_in_ceiling(hosts, size) for size in (1 << 20, 16 * 1024, 256)}
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     latencies = []
     for r in results:
@@ -143,11 +139,46 @@ async def through_fleet(sessions: int, updates: int, hosts: int, workdir: str) -
     }
 
 
+@ray.remote(num_cpus=0)
+class _Source:
+    """Stands in for a host whose streams always have a batch ready."""
+
+    def __init__(self, size: int) -> None:
+        self.batch = (b"x" * (size - 1) + b"\n", b"\0" * 8, False)
+
+    async def read(self) -> tuple[bytes, bytes, bool]:
+        return self.batch
+
+
+async def fan_in_ceiling(hosts: int, size: int, seconds: float = 3.0) -> float:
+    """Batches of `size` bytes per second one driver takes, 64 reads in flight over `hosts`
+    sources (the shape of `Fleet.stream`: one awaited actor call per batch)."""
+    sources = [_Source.remote(size) for _ in range(hosts)]  # type: ignore[attr-defined]
+    await asyncio.gather(*(s.read.remote() for s in sources))
+    taken = 0
+    stop = time.perf_counter() + seconds
+
+    async def consumer(index: int) -> None:
+        nonlocal taken
+        source = sources[index % hosts]
+        while time.perf_counter() < stop:
+            await source.read.remote()
+            taken += 1
+
+    began = time.perf_counter()
+    await asyncio.gather(*(consumer(i) for i in range(64)))
+    rate = taken / (time.perf_counter() - began)
+    for source in sources:
+        ray.kill(source)
+    return rate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--updates", type=int, default=20000)
     parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--pool", type=int, default=0, help="warm spares per host (0: none)")
     options = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with tempfile.TemporaryDirectory() as workdir:
@@ -160,14 +191,17 @@ def main() -> None:
         )
         try:
             got = asyncio.run(
-                through_fleet(options.sessions, options.updates, options.hosts, workdir)
+                through_fleet(
+                    options.sessions, options.updates, options.hosts, workdir, options.pool
+                )
             )
         finally:
             ray.shutdown()
     local_rate = count / seconds
     fleet_rate = got["updates"] / got["elapsed"]
     print(f"{options.sessions} sessions x {options.updates} updates (64 B), "
-          f"{options.hosts} host(s), {os.cpu_count()} CPUs")  # fmt: skip
+          f"{options.hosts} host(s), {options.pool} warm spares per host, "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
     print(f"in process (AsyncClient):  {local_rate:12,.0f} updates/s")
     print(f"through the fleet:         {fleet_rate:12,.0f} updates/s  "
           f"({fleet_rate / local_rate:.2f} of in-process)")  # fmt: skip
@@ -176,7 +210,10 @@ def main() -> None:
     )
     print(f"Ray objects per update:    {got['batches'] / got['updates']:.4f} "
           f"({got['batches']:.0f} batches for {got['updates']:.0f} updates)")  # fmt: skip
-    print(f"driver fan-in ceiling:     {got['fan_in']:12,.0f} replies/s (64 in flight)")
+    fan_in = got["fan_in"]
+    for size, rate in fan_in.items():  # type: ignore[attr-defined]
+        print(f"driver fan-in ceiling:     {rate:12,.0f} batches/s of {size:,} B "
+              f"({rate * size / 2**20:,.1f} MiB/s; 64 in flight)")  # fmt: skip
     print(f"host RSS per agent:        {got['rss_per_agent'] / 2**20:.1f} MiB")
 
 

@@ -30,7 +30,10 @@ def journal_updates(path: str) -> list[tuple[int, bytes]]:
     ]
 
 
-def kill_a_busy_host(how: str, tmp_path: Path) -> None:
+def kill_a_busy_host(how: str, tmp_path: Path, pool: dict[str, int] | None = None) -> None:
+    """Kills host 0 mid-turn (`ray.kill` or SIGKILL of its worker): neither its agents nor,
+    with a `pool`, its idle spares survive it; its tasks are retried on host 1."""
+
     async def main() -> None:
         # Slow turns (0.3 s per chunk), so the kill lands mid-turn.
         restarts = 0 if how == "ray.kill" else 1
@@ -40,6 +43,7 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
             agents_per_host=4,
             journal_dir=tmp_path,
             max_restarts=restarts,
+            pool=pool,
         )
         async with f:
             tasks = [fleet.Task(f"k{i}", tmp_path, ["tell me a long story"]) for i in range(4)]
@@ -57,11 +61,14 @@ def kill_a_busy_host(how: str, tmp_path: Path) -> None:
             while time.monotonic() < deadline:
                 stats = {s["host"]: s for s in await f.stats()}
                 # Both of host 0's attempts under way (least-loaded: two tasks on each host).
-                if len(stats.get(0, {}).get("agent_pids", ())) == 2:
+                host = stats.get(0, {})
+                spares_ready = not pool or len(host.get("spare_pids", ())) >= pool["min_idle"]
+                if len(host.get("agent_pids", ())) == 2 and spares_ready:
                     victim = stats[0]
                     break
                 await asyncio.sleep(0.05)
             agents = list(victim["agent_pids"])  # type: ignore[call-overload]
+            agents += list(victim["spare_pids"])  # type: ignore[call-overload]
             assert agents and all(alive(pid) for pid in agents)
             if how == "ray.kill":
                 ray.kill(f.actor(0), no_restart=True)

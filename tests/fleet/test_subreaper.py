@@ -43,9 +43,12 @@ def _sigchld_ignored(pid: int) -> bool:
     raise AssertionError("no SigIgn line")
 
 
-def test_agents_end_and_are_reaped_under_the_subreaper(cluster: object, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pool", [None, {"min_idle": 2}], ids=["fresh", "pooled"])
+def test_agents_end_and_are_reaped_under_the_subreaper(
+    cluster: object, tmp_path: Path, pool: dict[str, int] | None
+) -> None:
     async def main() -> None:
-        f = fleet.Fleet(spec(), hosts=2, agents_per_host=4, journal_dir=tmp_path)
+        f = fleet.Fleet(spec(), hosts=2, agents_per_host=4, journal_dir=tmp_path, pool=pool)
         async with f:
             stats = await f.stats()
             hosts = [s["pid"] for s in stats]
@@ -57,6 +60,7 @@ def test_agents_end_and_are_reaped_under_the_subreaper(cluster: object, tmp_path
             tasks = [fleet.Task(f"r{i}", tmp_path, ["hi", "there"]) for i in range(8)]
             results = await asyncio.wait_for(f.run(tasks), 60)
             assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+            spares = {pid for s in await f.stats() for pid in s["spare_pids"]}
             # Every agent has ended and none is left a zombie under its host.
             table = procinfo.process_table()
             left = [
@@ -64,8 +68,9 @@ def test_agents_end_and_are_reaped_under_the_subreaper(cluster: object, tmp_path
                 for child, (state, parent, _, _) in table.items()
                 if parent in hosts
             ]
-            # What is left under a host is the client's host-death guard, alive and well.
-            assert [entry for entry in left if "_serve_guard" not in entry[2]] == []
+            # What is left under a host is the client's host-death guard, alive and well (and
+            # a pool's idle spares).
+            assert [e for e in left if "_serve_guard" not in e[2] and e[0] not in spares] == []
             assert all(state != "Z" for _, state, _ in left)
             guards = [child for child, _, _ in left]
         # Closed: the hosts are gone, and their guards with them.
@@ -76,6 +81,10 @@ def test_agents_end_and_are_reaped_under_the_subreaper(cluster: object, tmp_path
 
 def test_sigkill_of_a_busy_host_with_the_subreaper(cluster: object, tmp_path: Path) -> None:
     kill_a_busy_host("SIGKILL", tmp_path)
+
+
+def test_sigkill_of_a_busy_pooled_host_with_the_subreaper(cluster: object, tmp_path: Path) -> None:
+    kill_a_busy_host("SIGKILL", tmp_path, pool={"min_idle": 2, "max_idle": 2})
 
 
 def _raylet_pid() -> int:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import pickle
 import sys
+import threading
+import time
 from array import array
 from pathlib import Path
+from typing import Any
 
 import acp_fast as acp
 import pytest
@@ -77,7 +80,7 @@ class _Update:
 
 def test_record_batches_at_16k_and_caps_at_1mib() -> None:
     async def main() -> None:
-        record = Record(asyncio.get_running_loop())
+        record = Record()
         for seq in range(1, 3001):
             record.on_update(_Update(seq, 999))  # type: ignore[arg-type]
         # Everything is there already: one read takes up to 1 MiB, not just 16 KiB.
@@ -102,8 +105,7 @@ def test_record_batches_at_16k_and_caps_at_1mib() -> None:
 
 def test_record_waits_for_updates_and_for_the_quiet_gap() -> None:
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        record = Record(loop)
+        record = Record()
         reader = asyncio.ensure_future(record.read(1))
         await asyncio.sleep(0.01)
         assert not reader.done()  # nothing recorded yet: the read waits
@@ -122,7 +124,7 @@ def test_record_never_blocks_the_writer_and_trims(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_record, "RETAINED", 64 * 1024)
 
     async def main() -> None:
-        record = Record(asyncio.get_running_loop())
+        record = Record()
         for seq in range(1, 1001):
             record.on_update(_Update(seq, 1000))  # type: ignore[arg-type]
         assert record.total == 1000 and record.retained_bytes <= 64 * 1024
@@ -198,3 +200,166 @@ def test_a_planted_run_directory_is_refused(tmp_path: Path) -> None:
     out = asyncio.run(main())
     assert out["ok"] is False and out["error_type"] == "PermissionError"
     assert list(elsewhere.iterdir()) == []
+
+
+def _writer_thread(record_box: list[Record], go: threading.Event, count: int) -> threading.Thread:
+    """The client's loop of a host (Ray's default concurrency group): makes the record first,
+    as run_task does (unless the reader made it), then writes `count` updates once `go` is
+    set."""
+
+    def run() -> None:
+        async def write() -> None:
+            if not record_box:
+                record_box.append(Record())
+            go.wait()
+            for seq in range(1, count + 1):
+                record_box[0].on_update(_Update(seq, 100))  # type: ignore[arg-type]
+            record_box[0].finish()
+
+        asyncio.run(write())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_read_on_another_loop_is_woken_by_the_writer() -> None:
+    # Ray runs the client (writer) and the streams (reader) on two threads with a loop each.
+    # A record made on the writer's loop must still wake the reader at once: before, the
+    # writer set the reader's asyncio.Event from its own thread, which does not wake that
+    # loop, and the read returned nothing after POLL (5 s).
+    async def main() -> None:
+        box: list[Record] = []
+        go = threading.Event()
+        writer = _writer_thread(box, go, 1)
+        while not box:
+            await asyncio.sleep(0.001)
+        reader = asyncio.ensure_future(box[0].read(1))
+        await asyncio.sleep(0.05)  # the read is waiting
+        go.set()
+        began = time.monotonic()
+        data, seqs, _ = await asyncio.wait_for(reader, 10.0)
+        assert time.monotonic() - began < 2.5  # woken by the write, not by POLL's 5 s
+        assert array("Q", seqs).tolist() == [1] and data == b"x" * 100 + b"\n"
+        writer.join()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("maker", ["writer", "reader"])
+def test_a_flood_wakes_the_reader_per_read_not_per_update(
+    maker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each cross-thread wake is a write to the reader loop's self-pipe; one per update was 90%
+    # of a host's per-update Python time (py-spy). Now: at most one per wait of a read, and
+    # no read sits out POLL for lack of a wake, whichever side made the record.
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        wakes = 0
+        original = loop.call_soon_threadsafe
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal wakes
+            wakes += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+        box: list[Record] = [Record()] if maker == "reader" else []
+        go = threading.Event()
+        writer = _writer_thread(box, go, 20000)
+        while not box:
+            await asyncio.sleep(0.001)
+        got: list[int] = []
+        reads = empty = 0
+        ended = False
+        go.set()
+        while not ended:
+            _, seqs, ended = await box[0].read(got[-1] + 1 if got else 1)
+            got += array("Q", seqs).tolist()
+            reads += 1
+            empty += not seqs and not ended
+        writer.join()
+        assert got == list(range(1, 20001))
+        assert empty == 0, "a read waited out POLL: the writer's wake was lost"
+        assert wakes * 100 <= len(got), (wakes, reads)  # was one per update
+
+    asyncio.run(main())
+
+
+class _Numbered:
+    """An update whose envelope names its own sequence."""
+
+    def __init__(self, seq: int) -> None:
+        self.update_sequence = seq
+        self.envelope = f"{seq:>12}" + "x" * 200
+
+
+def test_a_flood_trimmed_while_read_from_another_thread_keeps_lines_and_sequences_paired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The writer (the client's thread) appends and trims the record while a stream reads it
+    # on another thread: every batch's lines must carry the sequences given with them, and an
+    # update trimmed before it was read must be refused (LookupError), never skipped.
+    monkeypatch.setattr(_record, "RETAINED", 32 * 1024)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
+    count = 60000
+
+    async def main() -> None:
+        record = Record()
+        go = threading.Event()
+
+        def write() -> None:
+            go.wait()
+            for seq in range(1, count + 1):
+                record.on_update(_Numbered(seq))  # type: ignore[arg-type]
+            record.finish()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        go.set()
+        following = 1
+        ended = False
+        refused = 0
+        while not ended:
+            try:
+                data, seqs, ended = await record.read(following)
+            except LookupError:
+                refused += 1
+                following = record.dropped_through + 1  # the rest: in the journal
+                continue
+            numbers = array("Q", seqs).tolist()
+            lines = data.split(b"\n")[:-1]
+            assert [int(line[:12]) for line in lines] == numbers
+            if numbers:
+                assert numbers[0] == following, (numbers[0], following)  # nothing skipped
+                assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+                following = numbers[-1] + 1
+        writer.join()
+        assert following == count + 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def test_a_record_trimmed_to_nothing_refuses_what_it_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One update larger than what a record keeps: trimmed at once, the record is empty; a
+    # read of it is refused with the journal's pointer, not answered with nothing.
+    monkeypatch.setattr(_record, "RETAINED", 1024)
+
+    async def main() -> None:
+        record = Record()
+        record.on_update(_Update(1, 4096))  # type: ignore[arg-type]
+        assert record.lines == [] and record.dropped == 1
+        with pytest.raises(LookupError, match="through sequence 1"):
+            await record.read(1)
+        record.on_update(_Update(2, 10))  # type: ignore[arg-type]
+        record.finish()
+        _, seqs, ended = await record.read(2)
+        assert array("Q", seqs).tolist() == [2] and ended
+
+    asyncio.run(main())

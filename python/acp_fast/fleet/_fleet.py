@@ -5,6 +5,7 @@ attempt on its host (sticky), retries per `Retry`, and serves `stream`."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import time
@@ -16,11 +17,13 @@ from ray.exceptions import RayActorError
 
 from .._agent_spec import AgentSpec
 from .._text import printable
-from ._host import actor_class
+from ._host import POOL_OPTIONS, actor_class, pool_options
 from ._types import AttemptError, Batch, Retry, Task, TaskResult
 
 #: Driver-side failures that are not the host's (no live host left, the fleet closed).
 NO_HOST = "NoHostAvailable"
+
+log = logging.getLogger("acp_fast.fleet")
 
 
 class _Attempt:
@@ -54,8 +57,13 @@ class Fleet:
         agents_per_host: Agents one host runs at once; each host actor asks Ray for that many
             ``acp_slots`` (start nodes with ``ray start --resources='{"acp_slots": K}'``; a
             local Ray that the fleet starts itself gets ``hosts * agents_per_host``).
-        pool: Reserved for warm spares on each host (`acp_fast.AsyncPool`); only None is
-            accepted for now (every attempt starts a fresh agent).
+        pool: Warm spares on each host: `acp_fast.AsyncPool` options (``min_idle``,
+            ``max_idle``, ``max_age``, ``idle_ttl``, ``spawn_concurrency``, ``claim_timeout``,
+            ``authenticate``, ``reuse``, ``start_timeout``), e.g. ``{"min_idle": 2}``. An
+            attempt then claims a started agent and opens its session in the task's cwd (the
+            agent's process runs in the host's directory); the attempt's journal is attached
+            at the claim and starts with the agent's handshake. None (default): every attempt
+            starts a fresh agent in the task's cwd.
         journal_dir: Where each host writes its journals: ``<journal_dir>/<run id>/<task
             id>.<attempt>.jsonl`` on that host's file system.
         max_restarts: How often Ray restarts a host actor whose process died.
@@ -79,9 +87,9 @@ class Fleet:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1 (got {value!r})")
         if pool is not None:
-            raise NotImplementedError(
-                "Fleet(pool=...) is not supported yet: each attempt starts a fresh agent"
-            )
+            pool = dict(pool_options(agent, agents_per_host, pool))  # checked here, not remotely
+            pool = {k: v for k, v in pool.items() if k in POOL_OPTIONS}
+        self.pool = pool
         self.agent = agent
         self.hosts = hosts
         self.agents_per_host = agents_per_host
@@ -126,7 +134,8 @@ class Fleet:
             )
         cls = actor_class(self.agents_per_host, self.max_restarts)
         self._actors = [
-            cls.remote(i, self.agent, self.agents_per_host, self.run_dir) for i in range(self.hosts)
+            cls.remote(i, self.agent, self.agents_per_host, self.run_dir, self.pool)
+            for i in range(self.hosts)
         ]
         self._load = [0] * self.hosts
         self._slot_freed = asyncio.Condition()
@@ -143,6 +152,14 @@ class Fleet:
                 f"({type(error).__name__}): each needs {self.agents_per_host} acp_slots on one "
                 "node; see ray status for what the nodes offer"
             ) from error
+        if self.pool is not None:
+            # Each host's spares started before the first task (a spare that fails to start
+            # is logged; the tasks get its error as their value, as without a pool).
+            for index, failed in enumerate(
+                await asyncio.gather(*(a.warm.remote(self.start_timeout) for a in self._actors))
+            ):
+                if failed:
+                    log.warning("fleet host %d: its pool's spares did not start: %s", index, failed)
 
     async def close(self) -> None:
         """Closes every agent and ends every host actor; idempotent."""
@@ -208,6 +225,8 @@ class Fleet:
             return
         try:
             await asyncio.wait_for(self._actors[host].stats.remote(), 60)
+            if self.pool is not None:  # a restarted host: its spares again, in the background
+                self._actors[host].warm.remote(self.start_timeout)
             return
         except RayActorError:
             pass

@@ -1,5 +1,6 @@
 """The host actor: one per node, async, running up to ``agents_per_host`` agents, each task a
-fresh `AsyncClient` journaled to a `JsonlJournal` on the host (fleet.md §3).
+fresh `AsyncClient` journaled to a `JsonlJournal` on the host (fleet.md §3); with a pool, the
+client is a warm spare of the host's `AsyncPool`, the task's journal attached at the claim.
 
 Ray places it (SPREAD, the ``acp_slots`` resource) and carries its calls; this module only
 knows agents, sessions and journals. The client's host-death guard kills every agent group
@@ -8,13 +9,17 @@ when this actor's process dies, SIGKILL included, so no agent outlives its host.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
+import dataclasses
+import errno
 import os
 import signal
 import stat
 import sys
 import time
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from .._agent_spec import AgentSpec
 from .._text import printable
@@ -23,6 +28,52 @@ from ._types import MESSAGE_LIMIT
 
 #: What a host keeps in memory of its finished attempts' updates, for late streams.
 FINISHED_RETAINED = 256 * 1024 * 1024
+
+#: The `AsyncPool` options a fleet's ``pool=`` may set. The rest is the fleet's: what a spare
+#: is started with (the `AgentSpec`), ``max_total`` (the host's slots plus its idle spares, so
+#: a claim never waits for room) and ``claim_observers`` (each task journals its own agent).
+POOL_OPTIONS = frozenset(
+    {"min_idle", "max_idle", "max_age", "idle_ttl", "spawn_concurrency", "claim_timeout",
+     "authenticate", "reuse", "start_timeout"}
+)  # fmt: skip
+
+_T = TypeVar("_T")
+
+
+def pool_options(spec: AgentSpec, slots: int, pool: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a host's `AsyncPool` (checked here, so a bad ``pool=`` fails
+    where the fleet is made, not on a remote host)."""
+    from ..pool._common import check_options
+
+    if not isinstance(pool, Mapping):
+        raise TypeError(f"pool must be a mapping of AsyncPool options (got {type(pool).__name__})")
+    unknown = sorted(set(pool) - POOL_OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"pool may not set {', '.join(map(str, unknown))}: it takes "
+            f"{', '.join(sorted(POOL_OPTIONS))} (the agent is the fleet's AgentSpec, and each "
+            "host's max_total is its agents_per_host plus max_idle)"
+        )
+    settings = {"min_idle": 2, "max_idle": 4, **pool}
+    max_idle = settings["max_idle"]
+    if max_idle is None:
+        max_idle = max(settings["min_idle"], 1) if isinstance(settings["min_idle"], int) else 1
+    if isinstance(max_idle, bool) or not isinstance(max_idle, int):
+        raise ValueError(f"max_idle must be an integer >= 0 (got {max_idle!r})")
+    settings["max_total"] = slots + max_idle
+    kwargs = {
+        "args": spec.args, "env": spec.env, "client_options": dict(spec.client_options),
+        "claim_observers": True, **settings,
+    }  # fmt: skip
+    check_options(
+        spec.command, kwargs["args"], kwargs["env"], None, kwargs["client_options"],
+        settings["min_idle"], settings["max_idle"], settings["max_total"],
+        settings.get("max_age", 600.0), settings.get("idle_ttl", 300.0),
+        settings.get("spawn_concurrency", 2), settings.get("claim_timeout", 3.0),
+        settings.get("authenticate"), settings.get("reuse", False),
+        settings.get("start_timeout", 60.0), True,
+    )  # fmt: skip
+    return kwargs
 
 
 def _reap_own_children() -> None:
@@ -61,7 +112,14 @@ def _describe(error: BaseException) -> tuple[str, str]:
 class Host:
     """The actor's body (made a Ray actor class by `actor_class`; testable without Ray)."""
 
-    def __init__(self, index: int, spec: AgentSpec, slots: int, run_dir: str) -> None:
+    def __init__(
+        self,
+        index: int,
+        spec: AgentSpec,
+        slots: int,
+        run_dir: str,
+        pool: Mapping[str, Any] | None = None,
+    ) -> None:
         _reap_own_children()
         self.index = index
         self.spec = spec
@@ -79,6 +137,59 @@ class Host:
         self.closed = False
         #: (began, ended) wall-clock seconds of every attempt run here, for admission checks.
         self.spans: list[tuple[float, float]] = []
+        #: Attempts cancelled before their agent was claimed (closed as soon as it is).
+        self.cancelled: set[tuple[str, int]] = set()
+        #: The `AsyncPool` options (`pool_options`), None without a pool; the pool is made on
+        #: the loop of the calls that run tasks (Ray gives each concurrency group its own
+        #: loop and thread: other groups reach the pool through `_on_pool_loop`).
+        self.pool_kwargs = None if pool is None else pool_options(spec, slots, pool)
+        self.pool: Any = None
+        self.pool_loop: asyncio.AbstractEventLoop | None = None
+
+    async def _pool(self) -> Any:
+        if self.pool_kwargs is None:
+            return None
+        if self.pool is None:
+            from ..pool import AsyncPool
+
+            self.pool = AsyncPool(self.spec.command, **self.pool_kwargs)
+            self.pool_loop = asyncio.get_running_loop()
+            await self.pool.start()
+        return self.pool
+
+    async def warm(self, timeout: float) -> str | None:
+        """Makes the pool and waits (at most `timeout` s) for its ``min_idle`` spares; a start
+        that fails is returned as text (the tasks then get it as their error value)."""
+        pool = await self._pool()
+        if pool is None:
+            return None
+        try:
+            await asyncio.wait_for(pool.start(wait=True), timeout)
+        except Exception as error:
+            return "{}: {}".format(*_describe(error))
+        return None
+
+    async def _on_pool_loop(self, call: Callable[[], _T], timeout: float) -> _T | None:
+        """Runs `call` on the pool's loop (None when there is no pool, or it does not answer
+        within `timeout`: its thread is gone or stuck)."""
+        loop = self.pool_loop
+        if loop is None or loop.is_closed():
+            return None
+        if loop is asyncio.get_running_loop():
+            return call()
+        done: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(call())
+            except BaseException as error:
+                done.set_exception(error)
+
+        try:
+            loop.call_soon_threadsafe(run)
+            return await asyncio.wait_for(asyncio.wrap_future(done), timeout)
+        except (RuntimeError, TimeoutError):
+            return None
 
     async def run_task(
         self, task_id: str, attempt: int, cwd: str, prompts: tuple[str, ...]
@@ -107,27 +218,39 @@ class Host:
                 raise FileExistsError(f"journal {journal_path} already exists")
             journal = JsonlJournal(journal_path, observer=record)
             out["journal"] = journal_path
-            options = dict(self.spec.client_options)
-            client = _async.AsyncClient(
-                self.spec.command, self.spec.args, env=self.spec.env, cwd=cwd,
-                observer=journal, **options,
-            )  # fmt: skip
-            self.clients[key] = client
-            await client.start()
-            session = client.default_session
-            assert session is not None
-            responses: list[str] = []
-            stops: list[str] = []
-            for prompt in prompts:
-                result = await session.prompt(prompt)
-                responses.append(result.response)
-                stops.append(result.stop_reason)
-            out.update(ok=True, responses=tuple(responses), stop_reasons=tuple(stops))
+            pool = await self._pool()
+            if pool is not None:
+                # A warm spare (else a cold start after claim_timeout): the agent process runs
+                # in the host's directory, the task's cwd is its session's (fleet.md §1). The
+                # cwd is checked as a fresh agent's would be (session/new takes any path).
+                if not os.path.isdir(cwd):
+                    raise FileNotFoundError(
+                        errno.ENOENT, "the task's cwd does not exist or is not a directory", cwd
+                    )
+                async with pool.session(cwd, observer=journal) as session:
+                    self.clients[key] = session._client
+                    if key in self.cancelled:
+                        session._client.close()
+                    await self._turns(session, prompts, out)
+            else:
+                options = dict(self.spec.client_options)
+                client = _async.AsyncClient(
+                    self.spec.command, self.spec.args, env=self.spec.env, cwd=cwd,
+                    observer=journal, **options,
+                )  # fmt: skip
+                self.clients[key] = client
+                if key in self.cancelled:
+                    client.close()
+                await client.start()
+                session = client.default_session
+                assert session is not None
+                await self._turns(session, prompts, out)
         except Exception as error:
             out["error_type"], out["message"] = _describe(error)
         finally:
             self.clients.pop(key, None)
-            if client is not None:
+            self.cancelled.discard(key)
+            if client is not None:  # a pool's client was released by its session block
                 try:
                     await client.aclose()
                 except Exception:
@@ -141,6 +264,16 @@ class Host:
             self.spans.append((began, time.time()))
             del self.spans[:-10000]
         return out
+
+    @staticmethod
+    async def _turns(session: Any, prompts: tuple[str, ...], out: dict[str, Any]) -> None:
+        responses: list[str] = []
+        stops: list[str] = []
+        for prompt in prompts:
+            result = await session.prompt(prompt)
+            responses.append(result.response)
+            stops.append(result.stop_reason)
+        out.update(ok=True, responses=tuple(responses), stop_reasons=tuple(stops))
 
     async def read(
         self, task_id: str, attempt: int, from_seq: int, finished: bool = False
@@ -175,11 +308,12 @@ class Host:
     def _record(self, key: tuple[str, int]) -> Record:
         record = self.records.get(key)
         if record is None:
-            record = self.records[key] = Record(asyncio.get_running_loop())
+            record = self.records[key] = Record()
         return record
 
-    def stats(self) -> dict[str, Any]:
+    async def stats(self) -> dict[str, Any]:
         pids = [c.pid for c in self.clients.values() if c.pid is not None]
+        pool = await self._on_pool_loop(self._pool_stats, 5.0)
         return {
             "host": self.index,
             "node": _node_id(),
@@ -189,12 +323,27 @@ class Host:
             "started": self.started,
             "agent_pids": pids,
             "spans": list(self.spans),
+            # The pool's agents that run no task (idle, starting), and its counters.
+            "spare_pids": [] if pool is None else [p for p in pool[0] if p not in pids],
+            "pool": None if pool is None else pool[1],
         }
+
+    def _pool_stats(self) -> tuple[list[int], dict[str, int]]:
+        """On the pool's loop."""
+        owned = [c.pid for c in self.pool._state.owned if c.pid is not None]
+        return owned, dataclasses.asdict(self.pool.stats())
 
     def cancel(self, task_id: str, attempt: int) -> bool:
         client = self.clients.get((task_id, attempt))
         if client is None:
-            return False
+            if (task_id, attempt) not in self.began:
+                return False
+            # Not claimed yet: closed once it is (run_task looks after registering it; this
+            # looks again after noting it, so one of the two sees the other).
+            self.cancelled.add((task_id, attempt))
+            client = self.clients.get((task_id, attempt))
+            if client is None:
+                return False
         client.close()
         return True
 
@@ -203,6 +352,8 @@ class Host:
         self.closed = True
         for client in list(self.clients.values()):
             client.close()
+        if self.pool is not None:
+            await self._on_pool_loop(self.pool.close, 10.0)
 
 
 def _node_id() -> str:
@@ -253,7 +404,7 @@ class _RayHost(Host):
 
     @_control
     async def stats(self) -> dict[str, Any]:
-        return Host.stats(self)
+        return await Host.stats(self)
 
     @_control
     async def cancel(self, task_id: str, attempt: int) -> bool:

@@ -29,96 +29,156 @@ RETAINED = 64 * 1024 * 1024
 
 
 class Record:
-    """The updates of one attempt, in journal order, as the journal's observer saw them."""
+    """The updates of one attempt, in journal order, as the journal's observer saw them.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._thread = threading.get_ident()
+    Written on the loop that runs the agent's client, read on the streams' loop (Ray gives each
+    concurrency group a thread and loop of its own). A reader that waits registers a waiter
+    (its loop and an event of that loop); the writer wakes the waiters there are and forgets
+    them, so a flood costs one cross-thread wake per read that waits, not one per update."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.seqs = array("Q")
         self.lines: list[str] = []
         self.arrived: list[float] = []
+        #: Where each line begins in everything recorded (so a batch's end is a bisection,
+        #: not a loop over its lines while the writer waits for the lock).
+        self.begins = array("Q")
+        self.recorded_bytes = 0
         self.retained_bytes = 0
         self.dropped = 0  # updates forgotten from the front (beyond RETAINED)
+        self.dropped_through = 0  # the sequence of the last of them
         self.total = 0
         self.done = False
-        self._changed = asyncio.Event()
 
     # The journal's wrapped observer: called for every update after the journal recorded it.
     def on_update(self, update: Update) -> None:
         # Kept as the str the core made: encoded once per batch, not once per update.
         line = update.envelope
-        self.seqs.append(update.update_sequence)
-        self.lines.append(line)
-        self.arrived.append(time.monotonic())
-        self.retained_bytes += len(line) + 1
-        self.total += 1
-        if self.retained_bytes > RETAINED:
-            self._trim()
-        self._wake()
+        # Under the lock: a stream on another thread indexes and slices the three lists.
+        size = len(line) + 1
+        with self._lock:
+            self.seqs.append(update.update_sequence)
+            self.lines.append(line)
+            self.arrived.append(time.monotonic())
+            self.begins.append(self.recorded_bytes)
+            self.recorded_bytes += size
+            self.retained_bytes += size
+            self.total += 1
+            if self.retained_bytes > RETAINED:
+                self._trim()
+        if self._waiters:  # read after the append: a reader registers before it looks
+            self._wake()
 
     def finish(self) -> None:
         self.done = True
         self._wake()
 
     def _wake(self) -> None:
-        if threading.get_ident() == self._thread:
-            self._changed.set()
-        else:
-            self._loop.call_soon_threadsafe(self._changed.set)
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            try:
+                if _running_loop() is loop:
+                    event.set()
+                else:
+                    loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop is closed: its reader is gone
+                pass
 
     def _trim(self) -> None:
+        """Lock held."""
         cut = 0
         while self.retained_bytes > RETAINED // 2 and cut < len(self.lines):
             self.retained_bytes -= len(self.lines[cut]) + 1
             cut += 1
-        del self.seqs[:cut], self.lines[:cut], self.arrived[:cut]
+        if cut:
+            self.dropped_through = max(self.dropped_through, self.seqs[cut - 1])
+        del self.seqs[:cut], self.lines[:cut], self.arrived[:cut], self.begins[:cut]
         self.dropped += cut
 
     def _index(self, from_seq: int) -> int:
         return bisect.bisect_left(self.seqs, from_seq)
 
-    async def _wait(self, timeout: float) -> bool:
-        """Waits for a change at most `timeout` seconds; True when one came."""
-        self._changed.clear()
+    async def _wait(self, seen: int, timeout: float) -> bool:
+        """Waits at most `timeout` seconds for an update after the first `seen` ones (or the
+        end); True when one came."""
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._lock:
+            self._waiters.append(waiter)
+        # Looked at after registering: an update appended before it is seen here, one after
+        # it wakes the event.
+        if self.total != seen or self.done:
+            self._forget(waiter)
+            return True
         try:
-            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.0))
+            await asyncio.wait_for(event.wait(), max(timeout, 0.0))
         except TimeoutError:
+            self._forget(waiter)
             return False
         return True
+
+    def _forget(self, waiter: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
 
     async def read(self, from_seq: int) -> tuple[bytes, bytes, bool]:
         """The next batch from `from_seq`: (lines, sequences as array("Q") bytes, ended).
         Empty lines with ended=False: nothing arrived within POLL seconds (ask again)."""
-        if self.seqs and from_seq < self.seqs[0] and self.dropped:
-            raise LookupError(
-                f"updates before sequence {self.seqs[0]} are no longer in memory; "
-                "read them from the attempt's journal"
-            )
-        start = self._index(from_seq)
         began = time.monotonic()
-        while start >= len(self.lines) and not self.done:
-            if not await self._wait(POLL - (time.monotonic() - began)):
+        while True:
+            with self._lock:
+                self._check_kept(from_seq)
+                seen = self.total  # before looking: what is added after it wakes the wait
+                pending = self._index(from_seq) < len(self.lines)
+            if pending or self.done:
+                break
+            if not await self._wait(seen, POLL - (time.monotonic() - began)):
                 return b"", b"", False
-            start = self._index(from_seq)
-        if start < len(self.lines):
+        if pending:
             # Coalesce: wait while below FULL, the flow not quiet and the first pending update
             # younger than LONGEST.
-            first = self.arrived[start]
+            with self._lock:
+                index = self._index(from_seq)  # trimmed to nothing meanwhile: no wait
+                first = self.arrived[index] if index < len(self.arrived) else 0.0
             while not self.done:
-                pending = sum(len(line) + 1 for line in self.lines[start : start + 256])
-                if pending >= FULL:
+                with self._lock:
+                    seen = self.total
+                    start = self._index(from_seq)
+                    kept = start < len(self.begins)
+                    size = self.recorded_bytes - self.begins[start] if kept else 0
+                if size >= FULL:
                     break
                 left = first + LONGEST - time.monotonic()
-                if left <= 0 or not await self._wait(min(QUIET, left)):
+                if left <= 0 or not await self._wait(seen, min(QUIET, left)):
                     break  # 50 ms reached, or 2 ms quiet
-                start = self._index(from_seq)  # trimming may have moved the front
-        end = start
-        size = 0
-        while end < len(self.lines) and (size < LARGEST or end == start):
-            size += len(self.lines[end]) + 1
-            end += 1
-        ended = self.done and end >= len(self.lines)
-        if end == start:
+        with self._lock:  # the writer may have trimmed meanwhile: look again
+            self._check_kept(from_seq)
+            start = end = self._index(from_seq)
+            if start < len(self.lines):  # the lines that begin within LARGEST, at least one
+                end = bisect.bisect_left(self.begins, self.begins[start] + LARGEST, lo=start + 1)
+            ended = self.done and end >= len(self.lines)
+            lines = self.lines[start:end]
+            seqs = self.seqs[start:end].tobytes()
+        if not lines:
             return b"", b"", ended
-        data = ("\n".join(self.lines[start:end]) + "\n").encode("utf-8", "surrogatepass")
-        return data, self.seqs[start:end].tobytes(), ended
+        data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+        return data, seqs, ended
+
+    def _check_kept(self, from_seq: int) -> None:
+        """Lock held. An update the writer trimmed is refused, never skipped."""
+        if self.dropped and from_seq <= self.dropped_through:
+            raise LookupError(
+                f"updates through sequence {self.dropped_through} are no longer in memory; "
+                "read them from the attempt's journal"
+            )
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

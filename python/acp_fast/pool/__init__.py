@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._common import PoolKey, PoolStats
+from ._relay import SpareOverflow
 from ._sync import Pool
 
 if TYPE_CHECKING:
@@ -23,4 +24,4 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'acp_fast.pool' has no attribute {name!r}")
 
 
-__all__ = ["AsyncPool", "Pool", "PoolKey", "PoolStats"]
+__all__ = ["AsyncPool", "Pool", "PoolKey", "PoolStats", "SpareOverflow"]

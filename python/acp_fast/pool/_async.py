@@ -64,10 +64,12 @@ class AsyncPool:
         authenticate: str | None = None,
         reuse: bool = False,
         start_timeout: float | None = 60.0,
+        claim_observers: bool = False,
     ) -> None:
         self._options: Options = check_options(
             command, args, env, cwd, client_options, min_idle, max_idle, max_total, max_age,
             idle_ttl, spawn_concurrency, claim_timeout, authenticate, reuse, start_timeout,
+            claim_observers,
         )  # fmt: skip
         self._state = State(self._options)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -102,10 +104,32 @@ class AsyncPool:
                     raise state.last_error
                 await self._changed.wait()
 
-    async def claim(self, *, timeout: float | None = None) -> AsyncClient:
+    async def claim(
+        self, *, timeout: float | None = None, observer: object | None = None
+    ) -> AsyncClient:
         """A started client of the pool's own (a spare, else a cold start after
         ``claim_timeout``). Give it back with `release` (or close it). At ``max_total`` the claim
-        waits for capacity, at most ``timeout`` seconds (`TimeoutError`), forever with None."""
+        waits for capacity, at most ``timeout`` seconds (`TimeoutError`), forever with None.
+        ``observer`` (a pool made with ``claim_observers=True``): this claim's own observer,
+        attached to the client after its handshake was replayed into it."""
+        self._state.check_observer(observer)
+        client = await self._claim_counted(timeout)
+        self._attach(client, observer)
+        return client
+
+    def _attach(self, client: AsyncClient, observer: object | None) -> None:
+        """Attaches the claim's observer; if it raises (a journal that cannot write), the
+        client is closed rather than left claimed by nobody, and the error raised."""
+        try:
+            self._state.attach(client, observer)
+        except BaseException:
+            self._state.claimed.discard(client)
+            self._state.forget(client)
+            client.close()
+            self._refill()
+            raise
+
+    async def _claim_counted(self, timeout: float | None) -> AsyncClient:
         self._bind()
         state = self._state
         state.counters.claims += 1
@@ -124,14 +148,16 @@ class AsyncPool:
         if not state.claimed_here(client):
             return
         state.claimed.discard(client)
-        keep = (
+        healthy = (
             self._options.reuse
             and not state.closed
             and not client.sessions
             and _alive(client)
             and closes_sessions(client)
-            and state.put_idle(client)
         )
+        if healthy:
+            state.detach(client)  # what it does next is held for the next claim
+        keep = healthy and state.put_idle(client)
         if not keep:
             state.forget(client)
             client.close()
@@ -146,11 +172,15 @@ class AsyncPool:
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
         timeout: float | None = None,
+        observer: object | None = None,
     ) -> AsyncIterator[AsyncSession]:
         """Claims a client and opens a session on it (``session/new`` with the task's ``cwd``
-        and MCP servers); on exit the session is closed and the client released."""
+        and MCP servers); on exit the session is closed and the client released. ``observer``:
+        as `claim`'s, attached once ``session/new`` succeeded (a spare found dead there leaves
+        nothing in it)."""
+        self._state.check_observer(observer)
         client, session = await self._claim_session(
-            cwd, mcp_servers, tuple(additional_directories), timeout
+            cwd, mcp_servers, tuple(additional_directories), timeout, observer
         )
         try:
             yield session
@@ -180,18 +210,22 @@ class AsyncPool:
         mcp_servers: Iterable[Any] | None,
         directories: tuple[str, ...],
         timeout: float | None,
+        observer: object | None = None,
     ) -> tuple[AsyncClient, AsyncSession]:
         """Claims and opens a session; a spare found dead at ``session/new`` is evicted and the
         next one tried (as `Pool.session`)."""
         state = self._state
         for attempt in range(self._options.max_total + 1):
-            client = await self.claim(timeout=timeout)
+            client = await self._claim_counted(timeout)
             try:
                 session = await client.new_session(
                     cwd, mcp_servers=mcp_servers, additional_directories=directories
                 )
             except BaseException as error:
                 dead = died_at_call(client, error)
+                if not dead or attempt == self._options.max_total:
+                    with contextlib.suppress(Exception):  # the error raised is the call's
+                        state.attach(client, observer)  # the task's record shows why it failed
                 state.claimed.discard(client)
                 state.forget(client)
                 if dead:
@@ -202,6 +236,7 @@ class AsyncPool:
                     raise
                 log.info("pool: a claimed agent was dead at session/new; trying the next one")
                 continue
+            self._attach(client, observer)
             return client, session
         raise AssertionError("unreachable")
 
@@ -268,8 +303,9 @@ class AsyncPool:
 
     async def _new_client(self) -> AsyncClient:
         o = self._options
-        client = AsyncClient(o.key.command, **o.client_kwargs())
-        self._state.owned.add(client)
+        kwargs = o.client_kwargs()
+        client = AsyncClient(o.key.command, **kwargs)
+        self._state.adopt(client, kwargs)
         try:
             began = time.monotonic()
             await client.start(new_session=False, timeout=o.start_timeout)

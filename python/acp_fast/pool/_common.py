@@ -102,9 +102,14 @@ class Options:
     authenticate: str | None
     reuse: bool
     start_timeout: float | None
+    claim_observers: bool = False
 
     def client_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self.client_options)
+        if self.claim_observers:  # the claim attaches the observer (pool/_relay.py)
+            from ._relay import Relay
+
+            kwargs["observer"] = Relay()
         kwargs["args"] = self.key.args
         kwargs["env"] = None if self.key.env is None else dict(self.key.env)
         kwargs["cwd"] = self.key.cwd
@@ -141,6 +146,7 @@ def check_options(
     authenticate: str | None,
     reuse: bool,
     start_timeout: float | None,
+    claim_observers: bool = False,
 ) -> Options:
     if isinstance(args, str):
         raise TypeError("args must be a sequence of strings, not a string")
@@ -179,6 +185,7 @@ def check_options(
         authenticate=authenticate,
         reuse=bool(reuse),
         start_timeout=_positive("start_timeout", start_timeout),
+        claim_observers=bool(claim_observers),
     )
 
 
@@ -260,6 +267,8 @@ class State:
         self.owned: set[Any] = set()
         #: When each owned client completed its handshake (max_age counts from it).
         self.born: dict[Any, float] = {}
+        #: Each owned client's `Relay` (``claim_observers=True``), by client.
+        self.relays: dict[Any, Any] = {}
         self.starting = 0  # background starts in flight
         self.cold = 0  # claimers' own starts in flight
         self.waiting = 0  # claims waiting for a spare
@@ -281,6 +290,43 @@ class State:
     def forget(self, client: Any) -> None:
         self.owned.discard(client)
         self.born.pop(client, None)
+        self.relays.pop(client, None)
+
+    def adopt(self, client: Any, kwargs: Mapping[str, Any]) -> None:
+        """Owns a client just made from `kwargs` (and its relay, if it has one)."""
+        self.owned.add(client)
+        if self.options.claim_observers:
+            self.relays[client] = kwargs["observer"]
+
+    def check_observer(self, observer: object | None) -> None:
+        """Before a claim: whether its observer can be attached (`ValueError` if not)."""
+        if observer is None:
+            return
+        if not self.options.claim_observers:
+            raise ValueError(
+                "this pool's spares share client_options' observer: make the pool with "
+                "claim_observers=True to attach an observer per claim"
+            )
+        from ._relay import check_target
+
+        check_target(observer, self.options.client_options)
+
+    def attach(self, client: Any, observer: object | None) -> None:
+        """Attaches the claim's observer (else client_options' one) to a claimed client."""
+        relay = self.relays.get(client)
+        if relay is None:
+            return
+        from ._relay import attach_journal_epoch
+
+        if observer is None:
+            observer = self.options.client_options.get("observer")
+        attach_journal_epoch(observer, self.options.client_options)
+        relay.attach(observer)
+
+    def detach(self, client: Any) -> None:
+        relay = self.relays.get(client)
+        if relay is not None:
+            relay.detach()
 
     def claimed_here(self, client: Any) -> bool:
         """Whether ``client`` is claimed from this pool now; False for a closed client (nothing
@@ -415,4 +461,5 @@ class State:
         self.claimed.clear()
         self.owned.clear()
         self.born.clear()
+        self.relays.clear()
         return clients

@@ -70,10 +70,12 @@ class Pool:
         authenticate: str | None = None,
         reuse: bool = False,
         start_timeout: float | None = 60.0,
+        claim_observers: bool = False,
     ) -> None:
         self._options: Options = check_options(
             command, args, env, cwd, client_options, min_idle, max_idle, max_total, max_age,
             idle_ttl, spawn_concurrency, claim_timeout, authenticate, reuse, start_timeout,
+            claim_observers,
         )  # fmt: skip
         self._state = State(self._options)
         self._lock = threading.Lock()
@@ -116,10 +118,32 @@ class Pool:
                     raise state.last_error
                 self._changed.wait()
 
-    def claim(self, *, timeout: float | None = None) -> Client:
+    def claim(self, *, timeout: float | None = None, observer: object | None = None) -> Client:
         """A started client of the pool's own (a spare, else a cold start after
         ``claim_timeout``). Give it back with `release` (or close it). At ``max_total`` the claim
-        waits for capacity, at most ``timeout`` seconds (`TimeoutError`), forever with None."""
+        waits for capacity, at most ``timeout`` seconds (`TimeoutError`), forever with None.
+        ``observer`` (a pool made with ``claim_observers=True``): this claim's own observer,
+        attached to the client after its handshake was replayed into it."""
+        self._state.check_observer(observer)
+        client = self._claim_counted(timeout)
+        self._attach(client, observer)
+        return client
+
+    def _attach(self, client: Client, observer: object | None) -> None:
+        """Attaches the claim's observer; if it raises (a journal that cannot write), the
+        client is closed rather than left claimed by nobody, and the error raised."""
+        try:
+            with self._lock:
+                self._state.attach(client, observer)
+        except BaseException:
+            with self._lock:
+                self._state.claimed.discard(client)
+                self._state.forget(client)
+                self._refill()
+            client.close()
+            raise
+
+    def _claim_counted(self, timeout: float | None) -> Client:
         self.start()
         began = time.monotonic()
         with self._lock:
@@ -146,6 +170,8 @@ class Pool:
         with self._lock:
             state = self._state
             state.claimed.discard(client)
+            if healthy:
+                state.detach(client)  # what it does next is held for the next claim
             keep = healthy and state.put_idle(client)
             if not keep:
                 state.forget(client)
@@ -162,11 +188,15 @@ class Pool:
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
         timeout: float | None = None,
+        observer: object | None = None,
     ) -> Iterator[Session]:
         """Claims a client and opens a session on it (``session/new`` with the task's ``cwd``
-        and MCP servers); on exit the session is closed and the client released."""
+        and MCP servers); on exit the session is closed and the client released. ``observer``:
+        as `claim`'s, attached once ``session/new`` succeeded (a spare found dead there leaves
+        nothing in it)."""
+        self._state.check_observer(observer)
         client, session = self._claim_session(
-            cwd, mcp_servers, tuple(additional_directories), timeout
+            cwd, mcp_servers, tuple(additional_directories), timeout, observer
         )
         try:
             yield session
@@ -191,12 +221,13 @@ class Pool:
         mcp_servers: Iterable[Any] | None,
         directories: tuple[str, ...],
         timeout: float | None,
+        observer: object | None = None,
     ) -> tuple[Client, Session]:
         """Claims and opens a session. A spare whose agent turns out dead at ``session/new``
         (its output ended between calls, which only a call can see) is evicted and the next one
         tried, at most ``max_total`` times; any other failure is raised."""
         for attempt in range(self._options.max_total + 1):
-            client = self.claim(timeout=timeout)
+            client = self._claim_counted(timeout)
             try:
                 session = client.new_session(
                     cwd, mcp_servers=mcp_servers, additional_directories=directories
@@ -204,6 +235,9 @@ class Pool:
             except BaseException as error:
                 dead = died_at_call(client, error)
                 with self._lock:
+                    if not dead or attempt == self._options.max_total:
+                        with contextlib.suppress(Exception):  # the error raised is the call's
+                            self._state.attach(client, observer)  # the record shows why
                     self._state.claimed.discard(client)
                     self._state.forget(client)
                     if dead:
@@ -214,6 +248,7 @@ class Pool:
                     raise
                 log.info("pool: a claimed agent was dead at session/new; trying the next one")
                 continue
+            self._attach(client, observer)
             return client, session
         raise AssertionError("unreachable")
 
@@ -258,11 +293,12 @@ class Pool:
 
     def _new_client(self) -> Client:
         o = self._options
-        client = Client(o.key.command, **o.client_kwargs())
+        kwargs = o.client_kwargs()
+        client = Client(o.key.command, **kwargs)
         with self._lock:
             closed = self._state.closed
             if not closed:
-                self._state.owned.add(client)
+                self._state.adopt(client, kwargs)
         if closed:  # close() ran while the agent was spawned: it never saw this client
             client.close()
             raise RuntimeError("the pool is closed")
