@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .._agent_spec import AgentSpec
+from .._agent_spec import AgentSpec, ask_mode_to_set
 from .._text import printable
 from ._record import Record
 from ._types import MESSAGE_LIMIT
@@ -62,7 +62,9 @@ def pool_options(spec: AgentSpec, slots: int, pool: Mapping[str, Any]) -> dict[s
         raise ValueError(f"max_idle must be an integer >= 0 (got {max_idle!r})")
     settings["max_total"] = slots + max_idle
     kwargs = {
-        "args": spec.args, "env": spec.env, "client_options": dict(spec.client_options),
+        # environment(): evaluated here, on the host, where the agents start.
+        "args": spec.args, "env": spec.environment(),
+        "client_options": dict(spec.client_options),
         "claim_observers": True, **settings,
     }  # fmt: skip
     check_options(
@@ -231,13 +233,16 @@ class Host:
                     self.clients[key] = session._client
                     if key in self.cancelled:
                         session._client.close()
+                    modes = session.modes
+                    ask = ask_mode_to_set(
+                        self.spec.profile, modes.current, [m.id for m in modes.available]
+                    )
+                    if ask is not None:  # as from_spec does for a fresh client
+                        await session.set_mode(ask)
                     await self._turns(session, prompts, out)
             else:
-                options = dict(self.spec.client_options)
-                client = _async.AsyncClient(
-                    self.spec.command, self.spec.args, env=self.spec.env, cwd=cwd,
-                    observer=journal, **options,
-                )  # fmt: skip
+                # The spec's environment and profile (each session asks the host).
+                client = _async.AsyncClient.from_spec(self.spec, cwd=cwd, observer=journal)
                 self.clients[key] = client
                 if key in self.cancelled:
                     client.close()
