@@ -1,10 +1,11 @@
-//! `_core.CoreClient`: one agent process and its `Connection`, driven by the blocking loop of
-//! `driver`. The facade (`acp_fast._client`) turns its tuples into the typed records.
+//! `_core.CoreClient`: one agent process and its `Connection`, driven by the pump of
+//! `acp_client` (blocking calls: `calls`; the asyncio driver's steps: `aio`). Here: construction,
+//! the call lock, the published views, close, and a failed call's exception.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
@@ -12,100 +13,36 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::{PyTraverseError, PyVisit};
 
+use acp_client::controls::lock;
+use acp_client::host::{Host, KillSwitch};
+use acp_client::{Controls, Pump};
 use acp_os::io::Waker;
 use acp_os::process::{self, Agent, SpawnOptions};
-use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
 use acp_proto::reader;
-use acp_proto::results::{InitializeInfo, NamedEntry};
-use acp_proto::session::TurnOutcome;
-use acp_proto::{Connection, Outcome};
+use acp_proto::results::NamedEntry;
+use acp_proto::Connection;
 
-use crate::driver::{Callbacks, Driven, Run};
+use crate::edge::PyEdge;
 use crate::errors::{to_pyerr, CallError};
 use crate::journal::Hook;
 use crate::options;
-use crate::prepared::Prepared;
-use crate::reply::ReplyBuilder;
-
-/// The marker of a turn given up after its timeout and grace, turned into a status by `prompt`.
-pub(crate) const TURN_TIMED_OUT: &str = "acp-fast: the turn timed out past its cancel grace";
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Flags other threads set while a call runs.
-#[derive(Default)]
-pub(crate) struct Flags {
-    pub closed: AtomicBool,
-    pub cancel_requested: AtomicBool,
-    pub interrupted: AtomicBool,
-    pub next_update_sequence: AtomicU64,
-}
-
-/// What other threads share with the running call.
-pub(crate) struct Shared {
-    pub flags: Flags,
-    /// Sessions whose turn another thread cancelled; the driver takes them per line.
-    pub cancels: Mutex<Vec<String>>,
-    /// Set with each push to `cancels`, so the driver takes the lock only when there is work.
-    pub cancel_pending: AtomicBool,
-    /// Released with the pipes when the client closes (its fds must not outlive `close()`).
-    pub waker: Mutex<Option<Waker>>,
-    /// The exception that stopped the client, set as `__cause__` of later calls' errors.
-    pub stop_cause: Mutex<Option<Py<PyAny>>>,
-    /// The driver's clock starts here.
-    pub epoch: Instant,
-    /// Driven by an asyncio loop (`aio_attach`): no call holds the lock while a turn runs.
-    pub asynchronous: AtomicBool,
-}
-
-impl Shared {
-    pub fn wake(&self) {
-        if let Some(waker) = lock(&self.waker).as_ref() {
-            waker.wake();
-        }
-    }
-}
-
-#[derive(Clone, Default)]
-pub(crate) struct SessionView {
-    modes: (String, Vec<NamedEntry>),
-    models: (String, Vec<NamedEntry>),
-    config_options: Option<String>,
-    commands: Option<String>,
-}
-
-/// What properties read while a call may be running (they must not need the call's lock).
-#[derive(Default)]
-struct Published {
-    initialize: Option<InitializeInfo>,
-    agent_error: Option<String>,
-    reader: Option<reader::Status>,
-    sessions: HashMap<String, SessionView>,
-    open: Vec<String>,
-}
+use crate::state::{Callbacks, Locked, Published, Shared, Views};
 
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
-    pub(crate) call: Mutex<Driven>,
+    /// The state behind the call lock.
+    pub(crate) call: Mutex<Locked>,
     /// Kills the agent's terminals from any thread (request_cancel, close).
-    pub(crate) host_kill: crate::host::KillSwitch,
+    pub(crate) host_kill: KillSwitch,
     agent: Mutex<Option<Agent>>,
-    published: Mutex<Published>,
+    pub(crate) published: Published,
     pub(crate) shared: Shared,
     pub(crate) pid: u32,
     /// The process that made this client; after fork() the child may not use it.
     owner: u32,
     pub(crate) stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
 }
-
-/// `("ok" | "late" | "timeout", payload)`: a turn, a turn whose timeout fired before its
-/// answer (within the grace), or a timed-out turn given up.
-pub(crate) type TurnTuple = (&'static str, Option<Py<PyAny>>);
 
 fn named(py: Python<'_>, entries: &[NamedEntry]) -> PyResult<Py<PyAny>> {
     let list = PyList::empty(py);
@@ -124,24 +61,9 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-pub(crate) fn deadline(
-    py: Python<'_>,
-    seconds: Option<f64>,
-    name: &str,
-) -> PyResult<Option<Duration>> {
-    let _ = py;
-    match seconds {
-        None => Ok(None),
-        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{name} must be a positive number of seconds (got {s})"
-        ))),
-    }
-}
-
 impl CoreClient {
     /// Takes the call lock, or explains why no call can run now.
-    pub(crate) fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Driven>> {
+    pub(crate) fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Locked>> {
         if !self.owned_here() {
             return Err(to_pyerr(
                 py,
@@ -152,13 +74,11 @@ impl CoreClient {
                 )),
             ));
         }
-        if self.shared.flags.closed.load(Ordering::SeqCst) {
+        if self.shared.controls.is_closed() {
             // A usage error, not the agent's fault (first-use.md §1): RuntimeError.
             return Err(to_pyerr(
                 py,
-                AcpError::Misuse(
-                    "the client is closed: close() was called; make a new client".into(),
-                ),
+                AcpError::Misuse(acp_client::pump::CLOSED.into()),
             ));
         }
         let guard = match self.call.try_lock() {
@@ -168,7 +88,7 @@ impl CoreClient {
                 "another call is running on this client (calls run one at a time; only request_cancel(), close() and Session.cancel() may be called meanwhile)",
             )),
         };
-        if let Some(reason) = guard.conn.stopped() {
+        if let Some(reason) = guard.pump.conn.stopped() {
             return Err(self.stopped_error(py, reason));
         }
         Ok(guard)
@@ -182,69 +102,29 @@ impl CoreClient {
         error
     }
 
-    fn publish(&self, driven: &Driven) {
-        let conn = &driven.conn;
-        let mut published = lock(&self.published);
-        published.initialize = conn.initialize().cloned();
-        published.agent_error = conn.agent_error().map(str::to_owned);
-        published.reader = Some(conn.reader_status());
-        published.open = conn.session_ids().map(str::to_owned).collect();
-        let mut views = HashMap::new();
-        for id in &published.open {
-            views.insert(id.clone(), view(conn, id));
-        }
-        published.sessions = views;
+    /// Publishes everything after a call (with the call lock held).
+    pub(crate) fn publish(&self, conn: &Connection) {
+        self.published.all(conn);
         self.shared
-            .flags
+            .controls
             .next_update_sequence
             .store(conn.next_update_sequence(), Ordering::Relaxed);
     }
 
-    pub(crate) fn publish_session(&self, conn: &Connection, session_id: &str) {
-        lock(&self.published)
-            .sessions
-            .insert(session_id.to_owned(), view(conn, session_id));
-    }
-
-    /// Runs one call: `start` queues it on the connection, then the loop drives it to its end.
-    pub(crate) fn run<T>(
-        &self,
-        py: Python<'_>,
-        until: Option<Instant>,
-        start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
-        finish: impl FnOnce(&mut Run<'_, '_>, Option<Outcome>) -> Result<T, CallError>,
-    ) -> PyResult<T> {
-        let mut guard = self.enter(py)?;
-        let driven = &mut *guard;
-        self.drain_stderr_in_thread();
-        // A cancel() queued while no turn ran has nothing to cancel.
-        lock(&self.shared.cancels).clear();
-        let result = (|| -> Result<T, CallError> {
-            // What the agent sent since the last call (updates after a response) is handled
-            // first, so it is not taken for part of this call (a new turn's reply, say).
-            let mut run = Run::new(py, self);
-            run.drive(driven, None, Some(Instant::now()))?;
-            driven
-                .conn
-                .set_now(self.shared.epoch.elapsed().as_millis() as u64);
-            let call = start(&mut driven.conn)?;
-            let outcome = run.drive(driven, call, until)?;
-            finish(&mut run, outcome)
-        })();
-        self.publish(driven);
-        // A cancel() that arrived as the call ended targeted a turn that is over.
-        lock(&self.shared.cancels).clear();
-        if self.shared.flags.closed.load(Ordering::SeqCst) {
-            driven.pipes = None;
-            *lock(&self.shared.waker) = None;
-        }
-        result.map_err(|error| self.call_error(py, error))
+    /// The edge of a pass of the pump over `locked` (split from its pump by the caller).
+    pub(crate) fn edge<'py, 'a>(
+        &'a self,
+        py: Python<'py>,
+        callbacks: &'a Callbacks,
+        replies: &'a mut HashMap<String, crate::reply::ReplyBuilder>,
+    ) -> PyEdge<'py, 'a> {
+        PyEdge::new(py, callbacks, replies, &self.shared, &self.published)
     }
 
     /// The blocking driver drains the agent's stderr with a thread, started at its first call
     /// (the asyncio driver reads it from the loop instead: async.md §2, no thread per agent).
-    fn drain_stderr_in_thread(&self) {
-        if self.stderr_tail.is_none() || self.shared.asynchronous.load(Ordering::Relaxed) {
+    pub(crate) fn drain_stderr_in_thread(&self) {
+        if self.stderr_tail.is_none() || self.shared.controls.asynchronous.load(Ordering::Relaxed) {
             return;
         }
         if let Some(agent) = lock(&self.agent).as_mut() {
@@ -267,22 +147,8 @@ impl CoreClient {
                 self.explain_end(py, &mut description);
                 to_pyerr(py, AcpError::AgentTransportFailed(description))
             }
-            // The prompt call reports this one as its "timeout" status.
-            CallError::Acp(AcpError::TurnTimeout { .. }) => {
-                pyo3::exceptions::PyTimeoutError::new_err(TURN_TIMED_OUT)
-            }
             other => other.into_pyerr(py),
         }
-    }
-
-    /// Runs a prepared call to its end on the blocking driver.
-    pub(crate) fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
-        self.run(
-            py,
-            None,
-            |conn| call.start(conn),
-            |run, outcome| call.value(py, std::mem::take(&mut run.reply), outcome),
-        )
     }
 
     fn owned_here(&self) -> bool {
@@ -332,58 +198,15 @@ impl CoreClient {
     }
 
     fn refresh(&self) {
-        if let Ok(driven) = self.call.try_lock() {
-            self.publish(&driven);
+        if let Ok(locked) = self.call.try_lock() {
+            self.publish(&locked.pump.conn);
         }
     }
-}
 
-fn view(conn: &Connection, session_id: &str) -> SessionView {
-    match conn.session(session_id) {
-        Some(session) => {
-            let models = session.models();
-            SessionView {
-                modes: (
-                    session.modes.current.clone(),
-                    session.modes.available.clone(),
-                ),
-                models: (models.current, models.available),
-                config_options: session.config_options.as_ref().map(|v| v.to_string()),
-                commands: session.commands.as_ref().map(|v| v.to_string()),
-            }
-        }
-        None => SessionView::default(),
+    fn views(&self) -> MutexGuard<'_, Views> {
+        self.refresh();
+        lock(&self.published.0)
     }
-}
-
-pub(crate) fn turn_tuple(
-    py: Python<'_>,
-    reply: ReplyBuilder,
-    turn: TurnOutcome,
-) -> PyResult<Py<PyAny>> {
-    let reply = reply.finish(py)?;
-    let overflow = turn.overflow.map(|o| {
-        (
-            o.kind.as_str(),
-            o.admitted_bytes,
-            o.admitted_segments,
-            o.withheld_update_sequence,
-        )
-    });
-    Ok((
-        reply,
-        turn.stop_reason,
-        overflow,
-        turn.session_id,
-        turn.tool_calls,
-        turn.plan,
-        turn.available_commands,
-        turn.usage,
-        turn.current_mode_id,
-    )
-        .into_pyobject(py)?
-        .into_any()
-        .unbind())
 }
 
 #[pymethods]
@@ -453,35 +276,26 @@ impl CoreClient {
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();
-        let flags = Flags::default();
-        flags.next_update_sequence.store(1, Ordering::Relaxed);
-        let published = Published {
-            reader: Some(conn.reader_status()),
-            ..Published::default()
-        };
-        let mut host = crate::host::Host::new(options)?;
+        let published = Published::default();
+        lock(&published.0).reader = Some(conn.reader_status());
+        let mut host = Host::new(options::host_config(options)?);
         if host.configured() {
             host.set_notifier(Some(waker.notifier()?));
         }
+        let controls = Arc::new(Controls::new(Some(waker)));
         Ok(CoreClient {
             host_kill: host.kill_switch(),
-            call: Mutex::new(Driven {
-                conn,
-                pipes: Some(pipes),
+            call: Mutex::new(Locked {
+                pump: Pump::new(conn, Some(pipes), host, Arc::clone(&controls)),
                 callbacks,
+                replies: HashMap::new(),
                 aio: None,
-                host,
             }),
             agent: Mutex::new(Some(agent)),
-            published: Mutex::new(published),
+            published,
             shared: Shared {
-                flags,
-                cancels: Mutex::new(Vec::new()),
-                cancel_pending: AtomicBool::new(false),
-                waker: Mutex::new(Some(waker)),
+                controls,
                 stop_cause: Mutex::new(None),
-                epoch: Instant::now(),
-                asynchronous: AtomicBool::new(false),
             },
             pid,
             owner: std::process::id(),
@@ -504,19 +318,17 @@ impl CoreClient {
     /// `cause` becomes the `__cause__` of those errors.
     #[pyo3(signature = (reason, cause=None))]
     fn stop(&self, py: Python<'_>, reason: String, cause: Option<Py<PyAny>>) -> PyResult<()> {
-        let mut driven = self.enter(py)?;
-        driven.conn.stop(reason);
+        let mut locked = self.enter(py)?;
+        locked.pump.conn.stop(reason);
         *lock(&self.shared.stop_cause) = cause;
         Ok(())
     }
 
     /// SIGTERM then SIGKILL to the agent's group; returns without waiting. Any thread.
     fn request_cancel(&self, py: Python<'_>) {
-        self.shared
-            .flags
-            .cancel_requested
-            .store(true, Ordering::SeqCst);
-        self.shared.wake();
+        let controls = &self.shared.controls;
+        controls.cancel_requested.store(true, Ordering::SeqCst);
+        controls.wake();
         self.stop_agent(py, false);
         py.detach(|| self.host_kill.kill_all());
     }
@@ -529,12 +341,13 @@ impl CoreClient {
         if !self.owned_here() {
             return; // the agent belongs to the process that forked us
         }
-        if grace > 0.0 && !self.shared.flags.closed.load(Ordering::SeqCst) {
-            if let Ok(mut driven) = self.call.try_lock() {
-                if let Some(pipes) = driven.pipes.as_mut() {
+        let controls = &self.shared.controls;
+        if grace > 0.0 && !controls.is_closed() {
+            if let Ok(mut locked) = self.call.try_lock() {
+                if let Some(pipes) = locked.pump.pipes.as_mut() {
                     pipes.close_stdin(); // the agent sees end of input; its stdout stays open
                 }
-                drop(driven);
+                drop(locked);
                 let until = Instant::now() + Duration::from_secs_f64(grace.min(3600.0));
                 // The grace is the group's: what the agent started may still be finishing
                 // (persisting a session) after the agent itself has exited.
@@ -552,49 +365,47 @@ impl CoreClient {
                 });
             }
         }
-        self.shared.flags.closed.store(true, Ordering::SeqCst);
-        self.shared.wake();
+        controls.closed.store(true, Ordering::SeqCst);
+        controls.wake();
         self.stop_agent(py, true);
         py.detach(|| self.host_kill.kill_all());
-        if let Ok(mut driven) = self.call.try_lock() {
-            driven.pipes = None;
-            driven.aio = None; // its pidfd too
-            driven.host.set_notifier(None); // the waker's other write end
-            *lock(&self.shared.waker) = None;
-            driven.conn.close_reader();
-            self.publish(&driven);
+        if let Ok(mut locked) = self.call.try_lock() {
+            locked.pump.pipes = None;
+            locked.aio = None; // its pidfd too
+            locked.pump.host.set_notifier(None); // the waker's other write end
+            *lock(&controls.waker) = None;
+            locked.pump.conn.close_reader();
+            self.publish(&locked.pump.conn);
         }
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.flags.closed.load(Ordering::SeqCst)
+        self.shared.controls.is_closed()
     }
 
     /// The agent's process id; None once the client is closed.
     #[getter]
     fn pid(&self) -> Option<u32> {
-        (!self.shared.flags.closed.load(Ordering::SeqCst)).then_some(self.pid)
+        (!self.shared.controls.is_closed()).then_some(self.pid)
     }
 
     #[getter]
     fn next_update_sequence(&self) -> u64 {
         self.shared
-            .flags
+            .controls
             .next_update_sequence
             .load(Ordering::Relaxed)
     }
 
     #[getter]
     fn agent_error(&self) -> Option<String> {
-        self.refresh();
-        lock(&self.published).agent_error.clone()
+        self.views().agent_error.clone()
     }
 
     /// Ids of the open sessions, in opening order.
     fn session_ids(&self) -> Vec<String> {
-        self.refresh();
-        lock(&self.published).open.clone()
+        self.views().open.clone()
     }
 
     /// ((current mode, modes), (current model, models), config options JSON, commands JSON),
@@ -612,8 +423,7 @@ impl CoreClient {
             Option<String>,
         )>,
     > {
-        self.refresh();
-        let published = lock(&self.published);
+        let published = self.views();
         let Some(view) = published.sessions.get(session_id) else {
             return Ok(None);
         };
@@ -643,8 +453,7 @@ impl CoreClient {
             String,
         )>,
     > {
-        self.refresh();
-        let published = lock(&self.published);
+        let published = self.views();
         let Some(info) = &published.initialize else {
             return Ok(None);
         };
@@ -679,14 +488,14 @@ impl CoreClient {
     fn stopped(&self) -> bool {
         self.call
             .try_lock()
-            .map(|d| d.conn.stopped().is_some())
+            .map(|locked| locked.pump.conn.stopped().is_some())
             .unwrap_or(false)
     }
 
     /// (phase, message_bytes, storage_bytes, buffered_bytes, high_water, rejected, terminal).
     fn reader_status(&self) -> (&'static str, usize, usize, usize, usize, u64, bool) {
-        self.refresh();
-        let status = lock(&self.published)
+        let status = self
+            .views()
             .reader
             .expect("published at construction or after a call");
         (
@@ -702,8 +511,8 @@ impl CoreClient {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         // A running call holds the lock and keeps the client reachable anyway.
-        if let Ok(driven) = self.call.try_lock() {
-            for callback in driven.callbacks.all() {
+        if let Ok(locked) = self.call.try_lock() {
+            for callback in locked.callbacks.all() {
                 visit.call(callback)?;
             }
         }
@@ -711,8 +520,8 @@ impl CoreClient {
     }
 
     fn __clear__(&mut self) {
-        if let Ok(mut driven) = self.call.try_lock() {
-            driven.callbacks = Callbacks::default();
+        if let Ok(mut locked) = self.call.try_lock() {
+            locked.callbacks = Callbacks::default();
         }
     }
 }

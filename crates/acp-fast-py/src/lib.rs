@@ -16,15 +16,16 @@
 mod aio;
 mod calls;
 mod client;
-mod driver;
+mod edge;
 mod errors;
 mod guard;
-mod host;
 mod journal;
 mod options;
+mod policy;
 mod prepared;
 mod records;
 mod reply;
+mod state;
 mod update;
 
 use pyo3::prelude::*;

@@ -9,6 +9,7 @@ use pyo3::IntoPyObjectExt;
 use acp_proto::calls::CallId;
 use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
+use acp_proto::session::TurnOutcome;
 use acp_proto::{Connection, Outcome, Request};
 
 use crate::errors::CallError;
@@ -118,8 +119,9 @@ impl Prepared {
         meta: Vec<(String, String)>,
     ) -> PyResult<Prepared> {
         let content = options::content(blocks)?;
+        let _ = py;
         let timeout_ms =
-            crate::client::deadline(py, timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
+            options::deadline(timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
         Ok(Prepared(Owned::Prompt {
             session_id,
             content,
@@ -223,13 +225,21 @@ impl Prepared {
     }
 
     /// The call's Python value: `None`, a session id, the listed sessions' JSON texts, the
-    /// config options' JSON text, or a prompt's `("ok" | "late", turn tuple)`.
+    /// config options' JSON text, or a prompt's `("ok" | "late", turn tuple)` or
+    /// `("timeout", None)` (given up after its timeout and grace: a status, not an error).
     pub fn value(
         &self,
         py: Python<'_>,
         reply: ReplyBuilder,
-        outcome: Option<Outcome>,
+        outcome: Result<Option<Outcome>, AcpError>,
     ) -> Result<Py<PyAny>, CallError> {
+        let outcome = match (&self.0, outcome) {
+            (Owned::Prompt { .. }, Err(AcpError::TurnTimeout { .. })) => {
+                return Ok(("timeout", py.None()).into_py_any(py)?)
+            }
+            (_, Err(error)) => return Err(error.into()),
+            (_, Ok(outcome)) => outcome,
+        };
         match (&self.0, outcome) {
             (Owned::NewSession { .. }, Some(Outcome::SessionOpened(id))) => Ok(id.into_py_any(py)?),
             (Owned::NewSession { .. }, _) => {
@@ -245,8 +255,8 @@ impl Prepared {
             }
             (Owned::Prompt { .. }, Some(Outcome::Turn(turn))) => {
                 let late = turn.timed_out;
-                let tuple = crate::client::turn_tuple(py, reply, *turn)?;
-                Ok((if late { "late" } else { "ok" }, tuple).into_py_any(py)?)
+                let tuple = turn_tuple(py, reply, *turn)?;
+                Ok((if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?)
             }
             (Owned::Prompt { .. }, _) => {
                 Err(AcpError::protocol("session/prompt finished without a turn").into())
@@ -254,4 +264,32 @@ impl Prepared {
             _ => Ok(py.None()),
         }
     }
+}
+
+/// A turn as the facade reads it (reply, stop reason, overflow, session, tool calls, plan,
+/// commands, usage, current mode).
+fn turn_tuple(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
+    let reply = reply.finish(py)?;
+    let overflow = turn.overflow.map(|o| {
+        (
+            o.kind.as_str(),
+            o.admitted_bytes,
+            o.admitted_segments,
+            o.withheld_update_sequence,
+        )
+    });
+    Ok((
+        reply,
+        turn.stop_reason,
+        overflow,
+        turn.session_id,
+        turn.tool_calls,
+        turn.plan,
+        turn.available_commands,
+        turn.usage,
+        turn.current_mode_id,
+    )
+        .into_pyobject(py)?
+        .into_any()
+        .unbind())
 }

@@ -37,6 +37,17 @@ impl UpdateKind {
         UpdateKind::Unknown,
     ];
 
+    /// Whether an update of this kind changes the session state a client publishes to other
+    /// threads (its mode, config options, commands): the pump republishes the session after it.
+    pub fn publishes(self) -> bool {
+        matches!(
+            self,
+            UpdateKind::CurrentModeUpdate
+                | UpdateKind::ConfigOptionUpdate
+                | UpdateKind::AvailableCommandsUpdate
+        )
+    }
+
     pub fn from_wire(name: &str) -> UpdateKind {
         match name {
             "user_message_chunk" => UpdateKind::UserMessageChunk,

@@ -6,13 +6,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use pyo3::prelude::*;
-
 use acp_os::fs;
 use acp_proto::host::{HostError, HostOk};
 use acp_proto::{Connection, HostId};
 
 use super::serve::{answer, Host, HostFailure};
+use crate::edge::Edge;
 
 /// The bytes a read may examine on the driver's thread before it moves to a thread of its
 /// own (a few milliseconds): every ordinary read is answered inline, in arrival order.
@@ -62,12 +61,11 @@ impl Host {
 
 /// Answers the reads finished in threads of their own; drops those already answered
 /// (`$/cancel_request`).
-pub(super) fn answer_reads(
-    py: Python<'_>,
+pub(super) fn answer_reads<E: Edge>(
+    edge: &mut E,
     conn: &mut Connection,
     state: &mut Host,
-    on_activity: Option<&Py<PyAny>>,
-) -> Result<(), HostFailure> {
+) -> Result<(), HostFailure<E::Error>> {
     let reads = std::mem::take(&mut state.reads);
     let mut left = Vec::new();
     let mut failure = None;
@@ -77,7 +75,7 @@ pub(super) fn answer_reads(
             None => left.push((host, slot)),
             Some(_) if conn.host_raw_id(host).is_none() => {} // cancelled meanwhile
             Some(result) if failure.is_none() => {
-                if let Err(error) = answer(py, conn, on_activity, host, result, None) {
+                if let Err(error) = answer(edge, conn, host, result, None) {
                     failure = Some(error);
                 }
             }
