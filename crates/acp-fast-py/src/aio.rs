@@ -25,6 +25,7 @@ use acp_proto::{AskId, Outcome};
 
 use crate::client::CoreClient;
 use crate::edge::PyEdge;
+use crate::errors::CallError;
 use crate::prepared::{Owned, Prepared};
 use crate::reply::ReplyBuilder;
 use crate::state::{InFlight, Locked};
@@ -93,34 +94,70 @@ where
         self.edge.replies()
     }
 
-    /// Completes a call with its outcome.
+    /// Completes a call with its outcome (or starts `start()`'s next step).
     fn complete(&mut self, call: CallId, outcome: Result<Outcome, AcpError>) {
         let py = self.py;
         let Some(prepared) = self.aio.as_mut().and_then(|aio| aio.pending.remove(&call)) else {
             return;
         };
+        let reported = prepared.reported(call);
+        let outcome = match prepared.next_step(reported, &outcome) {
+            None => outcome,
+            Some(next) => match next.start(&mut self.pump.conn) {
+                Ok(Some(id)) => {
+                    if let Some(aio) = self.aio.as_mut() {
+                        aio.pending.insert(id, next);
+                    }
+                    return;
+                }
+                Ok(None) => Err(AcpError::protocol("start() ended without an answer")),
+                Err(error) => Err(error),
+            },
+        };
+        if prepared.handshake() {
+            self.pump.conn.set_start_deadline(None);
+        }
         let reply = prepared
             .turn_session()
             .and_then(|s| self.replies().remove(s))
             .unwrap_or_default();
         let entry = match prepared.value(py, reply, outcome.map(Some)) {
-            Ok(value) => (call.0, true, value),
-            Err(error) => (
-                call.0,
-                false,
-                exception(py, self.client.call_error(py, error)),
-            ),
+            Ok(value) => (reported.0, true, value),
+            Err(error) => {
+                let error = self.exception(&prepared, error);
+                (reported.0, false, exception(py, error))
+            }
         };
         self.report.done.push(entry);
     }
 
+    /// A call's failure as its caller sees it: `start()`'s steps fail to connect.
+    fn exception(&mut self, prepared: &Prepared, error: CallError) -> PyErr {
+        if prepared.handshake() {
+            self.client
+                .connect_error(self.py, &mut self.pump.conn, error)
+        } else {
+            self.client.call_error(self.py, error)
+        }
+    }
+
     /// Fails one call (abandoned: a late answer is dropped).
-    fn fail_call(&mut self, call: CallId, error: PyErr) {
+    fn fail_call(&mut self, call: CallId, error: CallError) {
         self.pump.conn.abandon(call);
-        self.forget(call);
+        let Some(prepared) = self.aio.as_mut().and_then(|aio| aio.pending.remove(&call)) else {
+            return;
+        };
+        if let Some(session) = prepared.turn_session() {
+            self.replies().remove(session);
+        }
+        if prepared.handshake() {
+            self.pump.conn.set_start_deadline(None);
+        }
+        let error = self.exception(&prepared, error);
+        let reported = prepared.reported(call);
         self.report
             .done
-            .push((call.0, false, exception(self.py, error)));
+            .push((reported.0, false, exception(self.py, error)));
     }
 
     fn forget(&mut self, call: CallId) {
@@ -148,13 +185,12 @@ where
         if let Error::Halted(halted) = error {
             let message = halted.description().to_owned();
             for call in self.pending() {
-                let raised = crate::errors::to_pyerr(py, AcpError::protocol(&message));
-                self.fail_call(call, raised);
+                self.fail_call(call, AcpError::protocol(&message).into());
             }
             self.report.flags |= ENDED;
             return true;
         }
-        let error = self.client.call_error(py, error.into());
+        let error = CallError::from(error);
         let pending = self.pending();
         let oldest = pending.first().copied();
         let Some(reason) = self.pump.conn.stopped().map(str::to_owned) else {
@@ -164,6 +200,7 @@ where
                     return self.pump.conn.output_ended() && self.pending().is_empty();
                 }
                 None => {
+                    let error = self.client.call_error(py, error);
                     if let Some(aio) = self.aio.as_mut() {
                         aio.next_error = Some(error);
                     }
@@ -190,12 +227,15 @@ where
         for call in pending {
             let raised = match error.take_if(|_| Some(call) == target) {
                 Some(error) => error,
-                None => self.client.stopped_error(py, &reason),
+                None => CallError::Python(self.client.stopped_error(py, &reason)),
             };
             self.fail_call(call, raised);
         }
-        if let (Some(error), Some(aio)) = (error, self.aio.as_mut()) {
-            aio.next_error = Some(error);
+        if let Some(error) = error {
+            let error = self.client.call_error(py, error);
+            if let Some(aio) = self.aio.as_mut() {
+                aio.next_error = Some(error);
+            }
         }
         true
     }
@@ -410,8 +450,23 @@ impl CoreClient {
         Pass::new(self, py, &mut guard).finish()
     }
 
-    fn aio_begin_initialize(&self, py: Python<'_>) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::Initialize))
+    /// `start()` under the asyncio driver: `initialize` under the start deadline, then (with
+    /// `new_session`) `session/new`; the call's value is the new session's id (or None).
+    #[pyo3(signature = (cwd, new_session, timeout=None))]
+    fn aio_begin_start(
+        &self,
+        py: Python<'_>,
+        cwd: String,
+        new_session: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<i64> {
+        crate::options::deadline(timeout, "timeout")?;
+        let call = Prepared(Owned::Start {
+            cwd,
+            new_session,
+            timeout,
+        });
+        self.begin(py, call)
     }
 
     #[pyo3(signature = (cwd, mcp_servers, additional_directories))]

@@ -14,11 +14,14 @@ use acp_proto::error::AcpError;
 use acp_proto::{Connection, Outcome};
 
 use crate::client::CoreClient;
-use crate::errors::{to_pyerr, CallError};
+use crate::errors::CallError;
 use crate::options;
 use crate::prepared::{Owned, Prepared};
 use crate::reply::ReplyBuilder;
 use crate::state::Locked;
+
+/// A call's own outcome, or its own failure (a turn's timeout is a status, not an error).
+type Outcomes = Result<Option<Outcome>, AcpError>;
 
 /// `("ok" | "late" | "timeout", payload)`: a turn, a turn whose timeout fired before its
 /// answer (within the grace), or a timed-out turn given up.
@@ -33,12 +36,21 @@ impl CoreClient {
         until: Option<Instant>,
         turn: Option<&str>,
         start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
-        finish: impl FnOnce(
-            Result<Option<Outcome>, AcpError>,
-            u64,
-            ReplyBuilder,
-        ) -> Result<T, CallError>,
+        finish: impl FnOnce(Outcomes, u64, ReplyBuilder) -> Result<T, CallError>,
     ) -> PyResult<T> {
+        self.run_raw(py, until, turn, start, finish)
+            .map_err(|error| self.call_error(py, error))
+    }
+
+    /// `run`, its error not yet made an exception (`start()` makes some `ConnectError`s).
+    fn run_raw<T>(
+        &self,
+        py: Python<'_>,
+        until: Option<Instant>,
+        turn: Option<&str>,
+        start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
+        finish: impl FnOnce(Outcomes, u64, ReplyBuilder) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
         let mut guard = self.enter(py)?;
         let Locked {
             pump,
@@ -83,7 +95,7 @@ impl CoreClient {
             pump.pipes = None;
             *lock(&controls.waker) = None;
         }
-        result.map_err(|error| self.call_error(py, error))
+        result
     }
 
     /// Runs a prepared call to its end on the blocking driver.
@@ -101,7 +113,8 @@ impl CoreClient {
 #[pymethods]
 impl CoreClient {
     /// `initialize`, then (with `new_session`) `session/new` in `cwd`; the new session's id.
-    /// On expiry of `timeout` the agent's group is signalled and the client stopped.
+    /// Handshake failures raise `ConnectError`; on expiry of `timeout` (the connection's start
+    /// deadline) the agent's group is signalled and the client stopped.
     #[pyo3(signature = (cwd, new_session, timeout=None))]
     fn start(
         &self,
@@ -110,52 +123,41 @@ impl CoreClient {
         new_session: bool,
         timeout: Option<f64>,
     ) -> PyResult<Option<String>> {
-        let until = options::deadline(timeout, "timeout")?.map(|d| Instant::now() + d);
-        drop(self.enter(py)?); // usage errors (closed, forked, stopped) are not handshake errors
-                               // Errors past this point came from the handshake: the facade raises them as ConnectError.
-        let mark = |error: PyErr| -> PyErr {
-            let _ = error.value(py).setattr("_acp_handshake", true);
-            error
-        };
-        let step = |this: &Self, call: Prepared| -> PyResult<Option<Outcome>> {
-            let outcome = this.run(
-                py,
-                until,
-                None,
-                |conn| call.start(conn),
-                |outcome, _, _| outcome.map_err(CallError::from),
-            );
-            if outcome.as_ref().is_ok_and(Option::is_none) {
-                // The deadline passed before the answer: stop the agent and the client.
-                let reason = format!(
-                    "start() timed out after {} s; only close() is accepted (and request_cancel())",
-                    timeout.unwrap_or(0.0)
-                );
-                if let Ok(mut locked) = this.call.try_lock() {
-                    locked.pump.conn.stop(reason.clone());
-                }
-                this.stop_agent(py, false);
-                return Err(to_pyerr(py, AcpError::protocol(reason)));
-            }
-            outcome
-        };
-        step(self, Prepared(Owned::Initialize)).map_err(mark)?;
-        if !new_session {
-            return Ok(None);
-        }
-        match step(
-            self,
-            Prepared(Owned::NewSession {
+        options::deadline(timeout, "timeout")?;
+        let result = (|| -> Result<Option<String>, CallError> {
+            let mut call = Prepared(Owned::Start {
                 cwd,
-                directories: Vec::new(),
-                servers: None,
-            }),
-        )
-        .map_err(mark)?
-        {
-            Some(Outcome::SessionOpened(id)) => Ok(Some(id)),
-            _ => Ok(None),
-        }
+                new_session,
+                timeout,
+            });
+            loop {
+                let outcome = self.run_raw(
+                    py,
+                    None,
+                    None,
+                    |conn| call.start(conn),
+                    |outcome, _, _| Ok(outcome?),
+                )?;
+                let outcome =
+                    outcome.ok_or_else(|| AcpError::protocol("start() ended without an answer"))?;
+                if let Outcome::SessionOpened(id) = outcome {
+                    return Ok(Some(id));
+                }
+                match call.next_step(CallId(0), &Ok(outcome)) {
+                    Some(next) => call = next,
+                    None => return Ok(None),
+                }
+            }
+        })();
+        // Another thread's call holds the lock only when this one never started (a usage
+        // error): then there is no handshake to end.
+        let Some(mut locked) = self.try_locked() else {
+            return result.map_err(|error| self.call_error(py, error));
+        };
+        let conn = &mut locked.pump.conn;
+        // The handshake is over (or failed): its deadline no longer applies.
+        conn.set_start_deadline(None);
+        result.map_err(|error| self.connect_error(py, conn, error))
     }
 
     #[pyo3(signature = (cwd, mcp_servers, additional_directories))]

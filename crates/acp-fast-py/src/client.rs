@@ -151,6 +151,95 @@ impl CoreClient {
         }
     }
 
+    /// A failed `start()` step's exception: what fails to connect (design §6: an error
+    /// answer, another protocol version, the output ending, the deadline) is a `ConnectError`
+    /// (its `__cause__` the detail) and stops the client, except -32000 (authentication
+    /// required), which leaves it usable; anything else is raised as `call_error` makes it.
+    pub(crate) fn connect_error(
+        &self,
+        py: Python<'_>,
+        conn: &mut Connection,
+        error: CallError,
+    ) -> PyErr {
+        let connects = matches!(&error, CallError::Acp(e) if e.fails_connect());
+        let timed_out = matches!(&error, CallError::Acp(AcpError::StartTimeout(_)));
+        let exited = matches!(&error, CallError::Acp(AcpError::AgentTransportFailed(_)));
+        if timed_out {
+            self.stop_agent(py, false);
+        }
+        let detail = self.call_error(py, error);
+        if !connects {
+            return detail;
+        }
+        match self.connect_failure(py, conn, &detail, exited) {
+            Ok(failure) => failure,
+            Err(error) => error,
+        }
+    }
+
+    fn connect_failure(
+        &self,
+        py: Python<'_>,
+        conn: &mut Connection,
+        detail: &PyErr,
+        exited: bool,
+    ) -> PyResult<PyErr> {
+        let value = detail.value(py);
+        let shown = value.str()?.to_string();
+        let field = |name: &str| -> Bound<'_, PyAny> {
+            value
+                .getattr(name)
+                .unwrap_or_else(|_| py.None().into_bound(py))
+        };
+        let (code, message, data) = (field("code"), field("message"), field("data"));
+        let auth_required = code.extract::<i64>().ok() == Some(-32000);
+        let text = if exited {
+            // The agent exited before it read `initialize`: the same failure as its output
+            // ending, so the same class whatever `stderr=` is (first-use.md §1).
+            format!("the agent exited during start(): {shown}")
+        } else if auth_required {
+            let methods: Vec<&str> = conn
+                .initialize()
+                .map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
+                .unwrap_or_default();
+            let methods = if methods.is_empty() {
+                "none offered".to_owned()
+            } else {
+                methods.join(", ")
+            };
+            format!(
+                "{shown} (authentication required: the agent offers {methods}; call start(new_session=False), authenticate(method_id), then new_session())"
+            )
+        } else {
+            shown.clone()
+        };
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("agent_id", &conn.config().agent_id)?;
+        kwargs.set_item("code", code)?;
+        kwargs.set_item("message", message)?;
+        kwargs.set_item("data", data)?;
+        let class = crate::errors::errors_module(py)?.getattr("ConnectError")?;
+        let failure = PyErr::from_value(class.call((text,), Some(&kwargs))?);
+        failure.set_cause(py, Some(detail.clone_ref(py)));
+        if !auth_required && conn.stopped().is_none() {
+            // Only "authentication required" leaves a usable client (design §6).
+            conn.stop(format!(
+                "start() failed ({shown}); only close() is accepted (and request_cancel())"
+            ));
+            *lock(&self.shared.stop_cause) = Some(failure.value(py).clone().into_any().unbind());
+        }
+        Ok(failure)
+    }
+
+    /// The call lock if no call holds it.
+    pub(crate) fn try_locked(&self) -> Option<MutexGuard<'_, Locked>> {
+        match self.call.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
     fn owned_here(&self) -> bool {
         self.owner == std::process::id()
     }

@@ -18,7 +18,17 @@ use crate::reply::ReplyBuilder;
 
 /// The request, owned.
 pub(crate) enum Owned {
-    Initialize,
+    /// `start()`: `initialize` under the start deadline, then (`new_session`) `StartSession`.
+    Start {
+        cwd: String,
+        new_session: bool,
+        timeout: Option<f64>,
+    },
+    /// `start()`'s `session/new`, reported under the id of the `Start` it continues.
+    StartSession {
+        cwd: String,
+        origin: CallId,
+    },
     NewSession {
         cwd: String,
         directories: Vec<String>,
@@ -134,7 +144,15 @@ impl Prepared {
     /// Queues the request; `None` when it finished at once (a session closed locally).
     pub fn start(&self, conn: &mut Connection) -> Result<Option<CallId>, AcpError> {
         let request = match &self.0 {
-            Owned::Initialize => Request::Initialize,
+            Owned::Start { timeout, .. } => {
+                conn.set_start_deadline(*timeout);
+                Request::Initialize
+            }
+            Owned::StartSession { cwd, .. } => Request::NewSession {
+                cwd,
+                additional_directories: &[],
+                mcp_servers: None,
+            },
             Owned::NewSession {
                 cwd,
                 directories,
@@ -202,6 +220,38 @@ impl Prepared {
         conn.request(request).map(Some)
     }
 
+    /// Part of `start()`: its failures to connect are `ConnectError`s.
+    pub fn handshake(&self) -> bool {
+        matches!(self.0, Owned::Start { .. } | Owned::StartSession { .. })
+    }
+
+    /// The id the caller knows this call by (`start()`'s second step goes by its first's).
+    pub fn reported(&self, call: CallId) -> CallId {
+        match self.0 {
+            Owned::StartSession { origin, .. } => origin,
+            _ => call,
+        }
+    }
+
+    /// `start()`'s next step after `outcome`, if it has one (`session/new` after
+    /// `initialize`).
+    pub fn next_step(&self, call: CallId, outcome: &Result<Outcome, AcpError>) -> Option<Prepared> {
+        match (&self.0, outcome) {
+            (
+                Owned::Start {
+                    cwd,
+                    new_session: true,
+                    ..
+                },
+                Ok(Outcome::Initialized),
+            ) => Some(Prepared(Owned::StartSession {
+                cwd: cwd.clone(),
+                origin: call,
+            })),
+            _ => None,
+        }
+    }
+
     /// The session whose turn this is (a prompt), whose reply it collects.
     pub fn turn_session(&self) -> Option<&str> {
         match &self.0 {
@@ -241,8 +291,11 @@ impl Prepared {
             (_, Ok(outcome)) => outcome,
         };
         match (&self.0, outcome) {
-            (Owned::NewSession { .. }, Some(Outcome::SessionOpened(id))) => Ok(id.into_py_any(py)?),
-            (Owned::NewSession { .. }, _) => {
+            (
+                Owned::NewSession { .. } | Owned::StartSession { .. },
+                Some(Outcome::SessionOpened(id)),
+            ) => Ok(id.into_py_any(py)?),
+            (Owned::NewSession { .. } | Owned::StartSession { .. }, _) => {
                 Err(AcpError::protocol("session/new finished without a session").into())
             }
             (Owned::LoadSession { session_id, .. }, _) => Ok(session_id.into_py_any(py)?),
