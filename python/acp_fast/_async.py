@@ -22,8 +22,8 @@ from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
 from ._client import _ClientBase
 from ._core import Update
-from ._errors import AgentProtocolError, AgentTransportFailed
-from ._options import _connect_failure, _observer_answer, content_tuple
+from ._errors import AgentProtocolError, ConnectError
+from ._options import _observer_answer, content_tuple
 from ._session import _decode_list, _SessionBase, check_timeout, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
@@ -536,42 +536,13 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._bind()
         core = self._live
         cwd = _spawn_args.session_cwd(self._cwd)
-        deadline = None if timeout is None else time.monotonic() + timeout
-
-        async def step(call_id: int) -> Any:
-            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                return await asyncio.wait_for(self._call(call_id), wait)
-            except TimeoutError:
-                reason = (
-                    f"start() timed out after {timeout} s; only close() is accepted "
-                    "(and request_cancel())"
-                )
-                core.stop(reason)
-                core.request_cancel()
-                error = AgentProtocolError(reason)
-                error._acp_handshake = True  # type: ignore[attr-defined]
-                raise error from None
-            except (AgentProtocolError, AgentTransportFailed) as error:
-                error._acp_handshake = True  # type: ignore[union-attr]
-                raise
-
         try:
-            await step(core.aio_begin_initialize())
-            session_id = None
-            if new_session:
-                session_id = await step(core.aio_begin_new_session(cwd, None, []))
-        except (AgentProtocolError, AgentTransportFailed) as error:
-            if not _connect_failure(error):
-                raise
-            failure = self._connect_error(error)
-            if failure.code != -32000 and not core.stopped:
-                core.stop(
-                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                    failure,
-                )
+            # One call in the core: initialize, then session/new, under the core's start
+            # deadline; it raises ConnectError itself (and stops the client unless -32000).
+            session_id = await self._call(core.aio_begin_start(cwd, new_session, timeout))
+        except ConnectError as failure:
             _telemetry.started(self, failure)
-            raise failure from error
+            raise
         _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())

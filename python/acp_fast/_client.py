@@ -16,15 +16,12 @@ from . import _core, _interrupt, _shutdown, _spawn_args
 from . import telemetry as _telemetry
 from ._core import Update
 from ._errors import (
-    AgentProtocolError,
-    AgentTransportFailed,
     ConnectError,
     TurnTimeout,
 )
 from ._host import activity_callback, capability_tuple
 from ._options import (
     _check_type,
-    _connect_failure,
     _CoreOptions,
     _journal_epoch,
     _mcp_list,
@@ -331,22 +328,6 @@ class _ClientBase(Generic[_S]):
         if self._core is not None and self._capabilities is not None:
             self._core.host_forget(session.session_id)
 
-    def _connect_error(self, error: AgentProtocolError | AgentTransportFailed) -> ConnectError:
-        text = str(error)
-        if not isinstance(error, AgentProtocolError):
-            # The agent exited before it read `initialize`: the same failure as its output
-            # ending, so the same class whatever `stderr=` is (first-use.md §1).
-            return ConnectError(f"the agent exited during start(): {text}", agent_id=self.agent_id)
-        if error.code == -32000:
-            methods = ", ".join(m.id for m in self.initialize.auth_methods) or "none offered"
-            text += (
-                f" (authentication required: the agent offers {methods}; call "
-                "start(new_session=False), authenticate(method_id), then new_session())"
-            )
-        return ConnectError(
-            text, agent_id=self.agent_id, code=error.code, message=error.message, data=error.data
-        )
-
     def _turn_result(
         self, session_id: str, status: str, payload: Any, timeout: float | None, typed: bool
     ) -> TurnResult:
@@ -581,19 +562,11 @@ class Client(_ClientBase[Session]):
         check_timeout(timeout)
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
+            # The core raises ConnectError itself (and stops the client unless -32000).
             session_id = self._live.start(cwd, new_session, timeout)
-        except (AgentProtocolError, AgentTransportFailed) as error:
-            if not _connect_failure(error):
-                raise
-            failure = self._connect_error(error)
-            if failure.code != -32000 and not self._live.stopped:
-                # Only "authentication required" leaves a usable client (design §6).
-                self._live.stop(
-                    f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                    failure,
-                )
+        except ConnectError as failure:
             _telemetry.started(self, failure)
-            raise failure from error
+            raise
         _telemetry.started(self)
         if session_id is not None:
             self._opened(session_id, cwd, ())
