@@ -1,7 +1,7 @@
 //! The asyncio driver's entry points: the same pump as the blocking calls (`acp_client`), stepped
 //! by `acp_fast._async` from the event loop's readiness callbacks. A call is started
-//! (`aio_begin_*` gives its id) and completed later by a step that handles what the agent sent;
-//! the loop never waits inside the core.
+//! (`Prepared.begin()` gives its id) and completed later by a step that handles what the agent
+//! sent; the loop never waits inside the core.
 //!
 //! Every step returns a report: `(done, asks, cancelled_asks, flags, timeout)` — finished calls
 //! `(id, ok, value or exception)`, permission requests whose observer returned an awaitable
@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 
 use acp_client::controls::lock;
 use acp_client::{Error, Pump, Reads, Stop};
@@ -26,7 +25,7 @@ use acp_proto::{AskId, Outcome};
 use crate::client::CoreClient;
 use crate::edge::PyEdge;
 use crate::errors::CallError;
-use crate::prepared::{Owned, Prepared};
+use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;
 use crate::state::{InFlight, Locked};
 
@@ -305,7 +304,9 @@ where
 }
 
 impl CoreClient {
-    fn begin(&self, py: Python<'_>, call: Prepared) -> PyResult<i64> {
+    /// Starts a call under the asyncio driver: its id, whose completion a later step reports
+    /// (-1: it finished at once).
+    pub(crate) fn begin(&self, py: Python<'_>, call: Prepared) -> PyResult<i64> {
         let mut guard = self.enter(py)?;
         let Locked {
             pump, replies, aio, ..
@@ -448,115 +449,5 @@ impl CoreClient {
     fn aio_write(&self, py: Python<'_>) -> ReportTuple {
         let mut guard = lock(&self.call);
         Pass::new(self, py, &mut guard).finish()
-    }
-
-    /// `start()` under the asyncio driver: `initialize` under the start deadline, then (with
-    /// `new_session`) `session/new`; the call's value is the new session's id (or None).
-    #[pyo3(signature = (cwd, new_session, timeout=None))]
-    fn aio_begin_start(
-        &self,
-        py: Python<'_>,
-        cwd: String,
-        new_session: bool,
-        timeout: Option<f64>,
-    ) -> PyResult<i64> {
-        crate::options::deadline(timeout, "timeout")?;
-        let call = Prepared(Owned::Start {
-            cwd,
-            new_session,
-            timeout,
-        });
-        self.begin(py, call)
-    }
-
-    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
-    fn aio_begin_new_session(
-        &self,
-        py: Python<'_>,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-    ) -> PyResult<i64> {
-        let call = Prepared::new_session(cwd, mcp_servers, additional_directories)?;
-        self.begin(py, call)
-    }
-
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
-    fn aio_begin_load_session(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-        resume: bool,
-    ) -> PyResult<i64> {
-        let call =
-            Prepared::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
-        self.begin(py, call)
-    }
-
-    #[pyo3(signature = (cwd=None))]
-    fn aio_begin_list_sessions(&self, py: Python<'_>, cwd: Option<String>) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::ListSessions(cwd)))
-    }
-
-    fn aio_begin_delete_session(&self, py: Python<'_>, session_id: String) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::DeleteSession(session_id)))
-    }
-
-    fn aio_begin_authenticate(&self, py: Python<'_>, method_id: String) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::Authenticate(method_id)))
-    }
-
-    fn aio_begin_logout(&self, py: Python<'_>) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::Logout))
-    }
-
-    fn aio_begin_set_mode(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        mode_id: String,
-    ) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::SetMode(session_id, mode_id)))
-    }
-
-    fn aio_begin_set_model(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        model_id: String,
-    ) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::SetModel(session_id, model_id)))
-    }
-
-    fn aio_begin_set_config_option(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        config_id: String,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<i64> {
-        let call = Prepared::set_config_option(session_id, config_id, value)?;
-        self.begin(py, call)
-    }
-
-    fn aio_begin_close_session(&self, py: Python<'_>, session_id: String) -> PyResult<i64> {
-        self.begin(py, Prepared(Owned::CloseSession(session_id)))
-    }
-
-    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
-    fn aio_begin_prompt(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        blocks: &Bound<'_, PyList>,
-        timeout: Option<f64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    ) -> PyResult<i64> {
-        let call = Prepared::prompt(py, session_id, blocks, timeout, gated, meta)?;
-        self.begin(py, call)
     }
 }

@@ -1,12 +1,12 @@
-//! The blocking calls of `CoreClient`: the handshake, sessions, turns and their control. Each
-//! queues a request on the `Connection` and the pump runs it to its end (`run`).
+//! The blocking driver of `CoreClient` (`run`: a call queued on the `Connection`, the pump run
+//! until it ends; `start()`'s two steps), and the controls that are not calls: cancel, drain,
+//! the policy, a session's roots.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 
 use acp_client::controls::lock;
 use acp_proto::calls::CallId;
@@ -16,16 +16,12 @@ use acp_proto::{Connection, Outcome};
 use crate::client::CoreClient;
 use crate::errors::CallError;
 use crate::options;
-use crate::prepared::{Owned, Prepared};
+use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;
 use crate::state::Locked;
 
 /// A call's own outcome, or its own failure (a turn's timeout is a status, not an error).
 type Outcomes = Result<Option<Outcome>, AcpError>;
-
-/// `("ok" | "late" | "timeout", payload)`: a turn, a turn whose timeout fired before its
-/// answer (within the grace), or a timed-out turn given up.
-type TurnTuple = (String, Option<Py<PyAny>>);
 
 impl CoreClient {
     /// Runs one call: `start` queues it on the connection, then the pump drives it to its end;
@@ -99,7 +95,7 @@ impl CoreClient {
     }
 
     /// Runs a prepared call to its end on the blocking driver.
-    fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
+    pub(crate) fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
         self.run(
             py,
             None,
@@ -108,28 +104,16 @@ impl CoreClient {
             |outcome, _, reply| call.value(py, reply, outcome),
         )
     }
-}
-
-#[pymethods]
-impl CoreClient {
     /// `initialize`, then (with `new_session`) `session/new` in `cwd`; the new session's id.
     /// Handshake failures raise `ConnectError`; on expiry of `timeout` (the connection's start
     /// deadline) the agent's group is signalled and the client stopped.
-    #[pyo3(signature = (cwd, new_session, timeout=None))]
-    fn start(
+    pub(crate) fn start_blocking(
         &self,
         py: Python<'_>,
-        cwd: String,
-        new_session: bool,
-        timeout: Option<f64>,
+        first: Prepared,
     ) -> PyResult<Option<String>> {
-        options::deadline(timeout, "timeout")?;
         let result = (|| -> Result<Option<String>, CallError> {
-            let mut call = Prepared(Owned::Start {
-                cwd,
-                new_session,
-                timeout,
-            });
+            let mut call = first;
             loop {
                 let outcome = self.run_raw(
                     py,
@@ -159,98 +143,10 @@ impl CoreClient {
         conn.set_start_deadline(None);
         result.map_err(|error| self.connect_error(py, conn, error))
     }
+}
 
-    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
-    fn new_session(
-        &self,
-        py: Python<'_>,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-    ) -> PyResult<String> {
-        let call = Prepared::new_session(cwd, mcp_servers, additional_directories)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
-    fn load_session(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-        resume: bool,
-    ) -> PyResult<String> {
-        let call =
-            Prepared::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    /// Every page's sessions, as JSON object texts.
-    #[pyo3(signature = (cwd=None))]
-    fn list_sessions(&self, py: Python<'_>, cwd: Option<String>) -> PyResult<Vec<String>> {
-        self.blocking(py, &Prepared(Owned::ListSessions(cwd)))?
-            .extract(py)
-    }
-
-    fn delete_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::DeleteSession(session_id)))
-            .map(drop)
-    }
-
-    fn authenticate(&self, py: Python<'_>, method_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::Authenticate(method_id)))
-            .map(drop)
-    }
-
-    fn logout(&self, py: Python<'_>) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::Logout)).map(drop)
-    }
-
-    fn set_mode(&self, py: Python<'_>, session_id: String, mode_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::SetMode(session_id, mode_id)))
-            .map(drop)
-    }
-
-    fn set_model(&self, py: Python<'_>, session_id: String, model_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::SetModel(session_id, model_id)))
-            .map(drop)
-    }
-
-    /// The session's config options after the call (JSON array text), if any.
-    fn set_config_option(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        config_id: String,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<String>> {
-        let call = Prepared::set_config_option(session_id, config_id, value)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    /// Closes a session (writing `session/close` only when the agent advertises it).
-    fn close_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::CloseSession(session_id)))
-            .map(drop)
-    }
-
-    /// One turn of content-block tuples on `session_id`.
-    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
-    fn prompt(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        blocks: &Bound<'_, PyList>,
-        timeout: Option<f64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    ) -> PyResult<TurnTuple> {
-        let call = Prepared::prompt(py, session_id, blocks, timeout, gated, meta)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
+#[pymethods]
+impl CoreClient {
     /// Trips the cancel latch of the session's turn (one `session/cancel`); any thread, never
     /// blocks, does nothing without a turn in flight.
     fn cancel(&self, session_id: String) {
@@ -285,10 +181,7 @@ impl CoreClient {
         locked.pump.conn.set_policy(policy);
         Ok(())
     }
-}
 
-#[pymethods]
-impl CoreClient {
     /// Sets a session's roots (design/host.md §2): its cwd, the config's and its own
     /// additional directories, each kept as given and as its realpath, taken now.
     fn host_roots(

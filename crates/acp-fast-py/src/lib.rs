@@ -14,6 +14,7 @@
 //! - `host`: the host side (host.md): the permission policy compiled, the observer's answer.
 
 mod aio;
+mod call;
 mod calls;
 mod client;
 mod edge;
@@ -34,6 +35,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
+    m.add_class::<call::Prepared>()?;
     m.add_class::<journal::JournalWriter>()?;
     m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(journal::pack_records, m)?)?;
