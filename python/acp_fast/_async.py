@@ -76,14 +76,14 @@ class AsyncSession(_SessionBase):
         self._check_open()
         client = self._client
         client._bind()
-        await client._call(client._live.aio_begin_set_mode(self.session_id, mode_id))
+        await client._call(client._live.set_mode(self.session_id, mode_id).begin())
 
     async def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
         """Sets a config option; returns the session's config options afterwards."""
         self._check_open()
         client = self._client
         client._bind()
-        begun = client._live.aio_begin_set_config_option(self.session_id, config_id, value)
+        begun = client._live.set_config_option(self.session_id, config_id, value).begin()
         options = await client._call(begun)
         return _decode_list(options, "SessionConfigOption") or ()
 
@@ -92,7 +92,7 @@ class AsyncSession(_SessionBase):
         self._check_open()
         client = self._client
         client._bind()
-        await client._call(client._live.aio_begin_set_model(self.session_id, model_id))
+        await client._call(client._live.set_model(self.session_id, model_id).begin())
 
     async def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally either
@@ -104,7 +104,7 @@ class AsyncSession(_SessionBase):
         try:
             if client._core is not None and not client._core.closed:
                 client._bind()
-                await client._call(client._live.aio_begin_close_session(self.session_id))
+                await client._call(client._live.close_session(self.session_id).begin())
         finally:
             self._mark_closed()
 
@@ -539,7 +539,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
         try:
             # One call in the core: initialize, then session/new, under the core's start
             # deadline; it raises ConnectError itself (and stops the client unless -32000).
-            session_id = await self._call(core.aio_begin_start(cwd, new_session, timeout))
+            session_id = await self._call(core.start(cwd, new_session, timeout).begin())
         except ConnectError as failure:
             _telemetry.started(self, failure)
             raise
@@ -557,7 +557,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
         """Opens a session (`session/new`); the first one opened becomes the default."""
         self._bind()
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        begun = self._live.aio_begin_new_session(path, servers, list(directories))
+        begun = self._live.new_session(path, servers, list(directories)).begin()
         session_id = await self._call(begun)
         return self._opened(session_id, path, directories)
 
@@ -594,9 +594,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
         self._bind()
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         self._register_roots(session_id, path, directories)  # a replay may use files
-        begun = self._live.aio_begin_load_session(
+        begun = self._live.load_session(
             session_id, path, servers, list(directories), resume
-        )
+        ).begin()
         await self._call(begun)
         return self._opened(session_id, path, directories)
 
@@ -604,12 +604,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
         """Every session the agent lists (all pages, in its order)."""
         self._bind()
         path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return self._list_result(await self._call(self._live.aio_begin_list_sessions(path)))
+        return self._list_result(await self._call(self._live.list_sessions(path).begin()))
 
     async def delete_session(self, session_id: str) -> None:
         """`session/delete`; an open handle for it is then closed locally."""
         self._bind()
-        await self._call(self._live.aio_begin_delete_session(session_id))
+        await self._call(self._live.delete_session(session_id).begin())
         session = self._sessions.get(session_id)
         if session is not None:
             session._mark_closed()
@@ -617,12 +617,12 @@ class AsyncClient(_ClientBase[AsyncSession]):
     async def authenticate(self, method_id: str) -> None:
         """``authenticate`` with one of ``initialize.auth_methods``."""
         self._bind()
-        await self._call(self._live.aio_begin_authenticate(method_id))
+        await self._call(self._live.authenticate(method_id).begin())
 
     async def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""
         self._bind()
-        await self._call(self._live.aio_begin_logout())
+        await self._call(self._live.logout().begin())
 
     async def prompt(self, text: str, *, timeout: float | None = None) -> str:
         """Sends one text prompt to the default session and returns the reply text."""
@@ -660,9 +660,9 @@ class AsyncClient(_ClientBase[AsyncSession]):
         session_id = session.session_id
         scope = _telemetry.turn(self, session_id, blocks)
         with scope as record:
-            begun = core.aio_begin_prompt(
+            begun = core.prompt(
                 session_id, content_tuples(blocks, content_tuple), timeout, gated, scope.meta()
-            )
+            ).begin()
             if interrupt == "cancel":
                 # The core's cancel wakes the loop through the client's waker.
                 with _interrupt.cancelling(lambda: core.cancel(session_id)):

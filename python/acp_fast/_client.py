@@ -563,7 +563,7 @@ class Client(_ClientBase[Session]):
         cwd = _spawn_args.session_cwd(self._cwd)
         try:
             # The core raises ConnectError itself (and stops the client unless -32000).
-            session_id = self._live.start(cwd, new_session, timeout)
+            session_id = self._live.start(cwd, new_session, timeout).run()
         except ConnectError as failure:
             _telemetry.started(self, failure)
             raise
@@ -588,7 +588,7 @@ class Client(_ClientBase[Session]):
                 the agent's ``sessionCapabilities.additionalDirectories``).
         """
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
-        session_id = self._live.new_session(path, servers, list(directories))
+        session_id = self._live.new_session(path, servers, list(directories)).run()
         return self._opened(session_id, path, directories)
 
     def load_session(
@@ -633,29 +633,29 @@ class Client(_ClientBase[Session]):
     ) -> Session:
         path, servers, directories = self._session_args(cwd, mcp_servers, additional_directories)
         self._register_roots(session_id, path, directories)  # a replay may use files
-        self._live.load_session(session_id, path, servers, list(directories), resume)
+        self._live.load_session(session_id, path, servers, list(directories), resume).run()
         return self._opened(session_id, path, directories)
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
         """Every session the agent lists (``session/list``, all pages, in its order), as
         ``acp_fast.model.SessionInfo``; ``cwd`` keeps those of one directory."""
         path = None if cwd is None else os.path.abspath(os.fspath(cwd))
-        return self._list_result(self._live.list_sessions(path))
+        return self._list_result(self._live.list_sessions(path).run())
 
     def delete_session(self, session_id: str) -> None:
         """`session/delete`; an open handle for it is then closed locally."""
-        self._live.delete_session(session_id)
+        self._live.delete_session(session_id).run()
         session = self._sessions.get(session_id)
         if session is not None:
             session._mark_closed()
 
     def authenticate(self, method_id: str) -> None:
         """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
-        self._live.authenticate(method_id)
+        self._live.authenticate(method_id).run()
 
     def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""
-        self._live.logout()
+        self._live.logout().run()
 
     def drain(self, timeout: float = 0.0) -> int:
         """Reads and handles what the agent sent between calls, for up to ``timeout`` seconds
@@ -710,9 +710,9 @@ class Client(_ClientBase[Session]):
             meta = scope.meta()  # the turn's trace context, when telemetry is on
             if interrupt == "cancel":
                 with _interrupt.cancelling(lambda: core.cancel(session_id)):
-                    status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
+                    status, payload = core.prompt(session_id, tuples, timeout, gated, meta).run()
             else:
-                status, payload = core.prompt(session_id, tuples, timeout, gated, meta)
+                status, payload = core.prompt(session_id, tuples, timeout, gated, meta).run()
             return record(self._turn_result(session_id, status, payload, timeout, typed))
 
     def close(self, *, grace: float = 0.0) -> None:

@@ -300,18 +300,18 @@ class Session(_SessionBase):
     def set_mode(self, mode_id: str) -> None:
         """Switches the session's mode (``session/set_mode``) to one of `modes`."""
         self._check_open()
-        self._client._live.set_mode(self.session_id, mode_id)
+        self._client._live.set_mode(self.session_id, mode_id).run()
 
     def set_config_option(self, config_id: str, value: str | bool) -> tuple[Any, ...]:
         """Sets a config option; returns the session's config options afterwards."""
         self._check_open()
-        options = self._client._live.set_config_option(self.session_id, config_id, value)
+        options = self._client._live.set_config_option(self.session_id, config_id, value).run()
         return _decode_list(options, "SessionConfigOption") or ()
 
     def set_model(self, model_id: str) -> None:
         """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
         self._check_open()
-        self._client._live.set_model(self.session_id, model_id)
+        self._client._live.set_model(self.session_id, model_id).run()
 
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally
@@ -322,7 +322,7 @@ class Session(_SessionBase):
         core = self._client._core
         try:
             if core is not None and not core.closed:
-                core.close_session(self.session_id)
+                core.close_session(self.session_id).run()
         finally:
             self._mark_closed()
 
