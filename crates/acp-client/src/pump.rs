@@ -11,7 +11,7 @@ use acp_os::io::{ReadOutcome, Transport, WriteOutcome};
 use acp_os::process::{PipeTransport, Room};
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::permission::ObserverAnswer;
+use acp_proto::permission::{missing_commit, ObserverAnswer};
 use acp_proto::{AskId, Connection, Event, Outcome};
 
 use crate::controls::Controls;
@@ -356,10 +356,7 @@ impl Pump {
         let committed = match edge.commit(&decided.record) {
             Ok(true) => Ok(()),
             Ok(false) if !edge.durable() => Ok(()),
-            Ok(false) => Err(Fail::Missing(AcpError::MissingDurableObserver(format!(
-                "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
-                decided.record.title
-            )))),
+            Ok(false) => Err(Fail::Missing(missing_commit(&decided.record))),
             Err(fail) => Err(fail),
         };
         if let Err(fail) = committed {

@@ -105,7 +105,7 @@ where
             Some(next) => match next.start(&mut self.pump.conn) {
                 Ok(Some(id)) => {
                     if let Some(aio) = self.aio.as_mut() {
-                        aio.pending.insert(id, next);
+                        aio.pending.insert(id, Prepared(next));
                     }
                     return;
                 }
@@ -208,16 +208,10 @@ where
             }
         };
         self.report.flags |= STOPPED;
-        let target = self
-            .pump
-            .failed_session
-            .as_deref()
-            .and_then(|s| {
-                let aio = self.aio.as_ref()?;
-                let found = aio.pending.iter().find(|(_, p)| p.session() == Some(s));
-                found.map(|(id, _)| *id)
-            })
-            .or(oldest);
+        let target = self.aio.as_ref().and_then(|aio| {
+            let waiting = aio.pending.iter().map(|(id, p)| (*id, p.session()));
+            acp_proto::calls::stop_reaches(waiting, self.pump.failed_session.as_deref())
+        });
         let deferred = self.pump.take_deferred();
         self.report
             .cancelled

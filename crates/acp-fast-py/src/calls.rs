@@ -128,7 +128,7 @@ impl CoreClient {
                     return Ok(Some(id));
                 }
                 match call.next_step(CallId(0), &Ok(outcome)) {
-                    Some(next) => call = next,
+                    Some(next) => call = Prepared(next),
                     None => return Ok(None),
                 }
             }

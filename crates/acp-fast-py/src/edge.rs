@@ -136,10 +136,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
             if callbacks.journal.is_some() || !callbacks.durable {
                 return Ok(None);
             }
-            return Err(Fail::Missing(AcpError::MissingDurableObserver(format!(
-                "update {} ({}) arrived but the observer has no on_update to record it",
-                update.update_sequence, update.session_update
-            ))));
+            return Err(Fail::Missing(acp_proto::update::missing_observer(update)));
         };
         let object = self.update_object(update).map_err(Fail::Other)?;
         match callback.bind(py).call1((&object,)) {

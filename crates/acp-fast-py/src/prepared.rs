@@ -6,64 +6,27 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList};
 use pyo3::IntoPyObjectExt;
 
-use acp_proto::calls::CallId;
-use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
+use acp_proto::encode::McpServer;
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
-use acp_proto::{Connection, Outcome, Request};
+use acp_proto::Outcome;
 
 use crate::errors::CallError;
 use crate::options;
 use crate::reply::ReplyBuilder;
 
-/// The request, owned.
-pub(crate) enum Owned {
-    /// `start()`: `initialize` under the start deadline, then (`new_session`) `StartSession`.
-    Start {
-        cwd: String,
-        new_session: bool,
-        timeout: Option<f64>,
-    },
-    /// `start()`'s `session/new`, reported under the id of the `Start` it continues.
-    StartSession {
-        cwd: String,
-        origin: CallId,
-    },
-    NewSession {
-        cwd: String,
-        directories: Vec<String>,
-        servers: Option<Vec<McpServer>>,
-    },
-    LoadSession {
-        session_id: String,
-        cwd: String,
-        directories: Vec<String>,
-        servers: Option<Vec<McpServer>>,
-        resume: bool,
-    },
-    ListSessions(Option<String>),
-    DeleteSession(String),
-    Authenticate(String),
-    Logout,
-    SetMode(String, String),
-    SetModel(String, String),
-    SetConfigOption {
-        session_id: String,
-        config_id: String,
-        text: String,
-        flag: Option<bool>,
-    },
-    CloseSession(String),
-    Prompt {
-        session_id: String,
-        content: Vec<ContentBlock>,
-        timeout_ms: Option<u64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    },
-}
+pub(crate) use acp_client::call::Call as Owned;
 
+/// A call read from its Python arguments once; its value made for Python.
 pub(crate) struct Prepared(pub Owned);
+
+impl std::ops::Deref for Prepared {
+    type Target = Owned;
+
+    fn deref(&self) -> &Owned {
+        &self.0
+    }
+}
 
 fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
     list.map(|s| options::mcp_servers(&s)).transpose()
@@ -139,139 +102,6 @@ impl Prepared {
             gated,
             meta,
         }))
-    }
-
-    /// Queues the request; `None` when it finished at once (a session closed locally).
-    pub fn start(&self, conn: &mut Connection) -> Result<Option<CallId>, AcpError> {
-        let request = match &self.0 {
-            Owned::Start { timeout, .. } => {
-                conn.set_start_deadline(*timeout);
-                Request::Initialize
-            }
-            Owned::StartSession { cwd, .. } => Request::NewSession {
-                cwd,
-                additional_directories: &[],
-                mcp_servers: None,
-            },
-            Owned::NewSession {
-                cwd,
-                directories,
-                servers,
-            } => Request::NewSession {
-                cwd,
-                additional_directories: directories,
-                mcp_servers: servers.as_deref(),
-            },
-            Owned::LoadSession {
-                session_id,
-                cwd,
-                directories,
-                servers,
-                resume,
-            } => Request::LoadSession {
-                session_id,
-                cwd,
-                additional_directories: directories,
-                mcp_servers: servers.as_deref(),
-                resume: *resume,
-            },
-            Owned::ListSessions(cwd) => Request::ListSessions {
-                cwd: cwd.as_deref(),
-            },
-            Owned::DeleteSession(session_id) => Request::DeleteSession { session_id },
-            Owned::Authenticate(method_id) => Request::Authenticate { method_id },
-            Owned::Logout => Request::Logout,
-            Owned::SetMode(session_id, mode_id) => Request::SetMode {
-                session_id,
-                mode_id,
-            },
-            Owned::SetModel(session_id, model_id) => Request::SetModel {
-                session_id,
-                model_id,
-            },
-            Owned::SetConfigOption {
-                session_id,
-                config_id,
-                text,
-                flag,
-            } => Request::SetConfigOption {
-                session_id,
-                config_id,
-                value: match flag {
-                    Some(flag) => ConfigValue::Boolean(*flag),
-                    None => ConfigValue::Select(text),
-                },
-            },
-            Owned::CloseSession(session_id) => return conn.close_session(session_id),
-            Owned::Prompt {
-                session_id,
-                content,
-                timeout_ms,
-                gated,
-                meta,
-            } => Request::Prompt {
-                session_id,
-                content,
-                timeout_ms: *timeout_ms,
-                gated: *gated,
-                meta,
-            },
-        };
-        conn.request(request).map(Some)
-    }
-
-    /// Part of `start()`: its failures to connect are `ConnectError`s.
-    pub fn handshake(&self) -> bool {
-        matches!(self.0, Owned::Start { .. } | Owned::StartSession { .. })
-    }
-
-    /// The id the caller knows this call by (`start()`'s second step goes by its first's).
-    pub fn reported(&self, call: CallId) -> CallId {
-        match self.0 {
-            Owned::StartSession { origin, .. } => origin,
-            _ => call,
-        }
-    }
-
-    /// `start()`'s next step after `outcome`, if it has one (`session/new` after
-    /// `initialize`).
-    pub fn next_step(&self, call: CallId, outcome: &Result<Outcome, AcpError>) -> Option<Prepared> {
-        match (&self.0, outcome) {
-            (
-                Owned::Start {
-                    cwd,
-                    new_session: true,
-                    ..
-                },
-                Ok(Outcome::Initialized),
-            ) => Some(Prepared(Owned::StartSession {
-                cwd: cwd.clone(),
-                origin: call,
-            })),
-            _ => None,
-        }
-    }
-
-    /// The session whose turn this is (a prompt), whose reply it collects.
-    pub fn turn_session(&self) -> Option<&str> {
-        match &self.0 {
-            Owned::Prompt { session_id, .. } => Some(session_id),
-            _ => None,
-        }
-    }
-
-    /// The session a call is about, so a stop caused by that session's messages fails it.
-    pub fn session(&self) -> Option<&str> {
-        match &self.0 {
-            Owned::LoadSession { session_id, .. }
-            | Owned::DeleteSession(session_id)
-            | Owned::SetMode(session_id, _)
-            | Owned::SetModel(session_id, _)
-            | Owned::SetConfigOption { session_id, .. }
-            | Owned::CloseSession(session_id)
-            | Owned::Prompt { session_id, .. } => Some(session_id),
-            _ => None,
-        }
     }
 
     /// The call's Python value: `None`, a session id, the listed sessions' JSON texts, the

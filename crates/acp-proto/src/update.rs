@@ -143,3 +143,12 @@ impl<'a> UpdateEvent<'a> {
         }
     }
 }
+
+/// The durable-observer check for an update (`durable=True`): an observer that cannot record
+/// it fails the call.
+pub fn missing_observer(update: &UpdateEvent<'_>) -> crate::error::AcpError {
+    crate::error::AcpError::MissingDurableObserver(format!(
+        "update {} ({}) arrived but the observer has no on_update to record it",
+        update.update_sequence, update.session_update
+    ))
+}

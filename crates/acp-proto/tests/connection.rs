@@ -756,3 +756,36 @@ fn which_handshake_failures_fail_to_connect() {
     };
     assert!(ended.fails_connect(), "{ended:?}");
 }
+
+#[test]
+fn terminal_output_is_cut_from_the_front_until_its_answer_fits() {
+    let mut small = limits();
+    small.request_bytes = 300;
+    let mut conn = connection_with(small);
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":"t","method":"terminal/output","params":{"sessionId":"a","terminalId":"x"}}"#,
+    );
+    let Ok(Some(Event::Host { host, .. })) = conn.poll_event() else {
+        panic!("a host request");
+    };
+    let full: String = "é0123456789".repeat(60);
+    let output = Ok(HostOk::Output {
+        output: full.clone(),
+        truncated: false,
+        exit: None,
+    });
+    let fitted = conn.fit_host_answer(host, output);
+    let answer = acp_proto::host::answer("\"t\"", &fitted);
+    assert!(answer.len() <= 300, "{} bytes", answer.len());
+    let Ok(HostOk::Output {
+        output, truncated, ..
+    }) = fitted
+    else {
+        panic!("still output");
+    };
+    assert!(truncated && !output.is_empty() && full.ends_with(&output));
+    // Other answers are left to answer_host's checks.
+    let empty = conn.fit_host_answer(host, Ok(HostOk::Empty));
+    assert!(matches!(empty, Ok(HostOk::Empty)));
+}

@@ -453,43 +453,10 @@ pub fn serve<E: Edge>(
             }
         }
         Ran::Answer(result, path) => {
-            let result = fit_output(conn, host, result, request_bytes);
+            let result = conn.fit_host_answer(host, result);
             answer(edge, conn, host, result, path)
         }
     }
-}
-
-/// Terminal output cut further from the front (on a character boundary, `truncated` set)
-/// until its answer fits `request_bytes`.
-fn fit_output(
-    conn: &Connection,
-    host: HostId,
-    mut result: Result<HostOk, HostError>,
-    request_bytes: usize,
-) -> Result<HostOk, HostError> {
-    if !matches!(result, Ok(HostOk::Output { .. })) {
-        return result; // only terminal output is cut; other answers are checked by the connection
-    }
-    let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
-    for _ in 0..8 {
-        let size = acp_proto::host::answer(&raw_id, &result).len();
-        let Ok(HostOk::Output {
-            output, truncated, ..
-        }) = &mut result
-        else {
-            break;
-        };
-        if size <= request_bytes || output.is_empty() {
-            break;
-        }
-        let mut cut = (size - request_bytes).min(output.len());
-        while !output.is_char_boundary(cut) {
-            cut += 1;
-        }
-        output.drain(..cut);
-        *truncated = true;
-    }
-    result
 }
 
 pub(super) fn answer<E: Edge>(
