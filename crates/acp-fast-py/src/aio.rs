@@ -3,11 +3,8 @@
 //! (`Prepared.begin()` gives its id) and completed later by a step that handles what the agent
 //! sent; the loop never waits inside the core.
 //!
-//! Every step returns a report: `(done, asks, cancelled_asks, flags, timeout)` — finished calls
-//! `(id, ok, value or exception)`, permission requests whose observer returned an awaitable
-//! `(token, awaitable)`, tokens of those whose session began cancelling, what the loop must
-//! arrange (`MORE`, `WRITE`, `PAUSED`, `ENDED`, `STOPPED`, `BACKLOG`) and the next timer in
-//! seconds.
+//! Every step returns a `Report`: what finished, what the loop must wait on or arrange, and
+//! when the next timer is due.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -29,29 +26,33 @@ use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;
 use crate::state::{InFlight, Locked};
 
-/// Lines are left buffered: schedule another pump soon (fairness between clients).
-const MORE: u32 = 1;
-/// Bytes wait for the agent's stdin: watch it for writability.
-const WRITE: u32 = 2;
-/// An `updates()` queue is full: stop watching stdout until it drains.
-const PAUSED: u32 = 4;
-/// The agent's output has ended (or reading stopped): stop watching stdout.
-const ENDED: u32 = 8;
-/// The client stopped (a callback raised): only `close()` is accepted.
-const STOPPED: u32 = 16;
-/// The agent is not taking its stdin (`Connection::backlogged`): stop watching stdout until
-/// the queued lines are written, so answers to what it keeps sending cannot pile up.
-const BACKLOG: u32 = 32;
-
 type Done = (i64, bool, Py<PyAny>);
-type ReportTuple = (Vec<Done>, Vec<(u64, Py<PyAny>)>, Vec<u64>, u32, Option<f64>);
 
+/// What a step of the asyncio driver asks of the event loop.
+#[pyclass(module = "acp_fast._core", frozen, get_all)]
 #[derive(Default)]
-struct Report {
+pub struct Report {
+    /// Finished calls: `(id, ok, value or exception)`.
     done: Vec<Done>,
+    /// Permission requests whose observer returned an awaitable: `(token, awaitable)`.
     asks: Vec<(u64, Py<PyAny>)>,
+    /// Tokens of awaited permission requests whose session began cancelling (or stopped).
     cancelled: Vec<u64>,
-    flags: u32,
+    /// Lines are left buffered: step again soon (fairness between clients).
+    more: bool,
+    /// Bytes wait for the agent's stdin: watch it for writability.
+    write: bool,
+    /// An `updates()` queue is full: stop watching stdout until it drains.
+    paused: bool,
+    /// The agent's output has ended (or reading stopped): stop watching stdout.
+    ended: bool,
+    /// The client stopped (a callback raised): only `close()` is accepted.
+    stopped: bool,
+    /// The agent is not taking its stdin (`Connection::backlogged`): stop watching stdout
+    /// until the queued lines are written, so answers to what it keeps sending cannot pile up.
+    backlog: bool,
+    /// Seconds to the next timer, if any.
+    timeout: Option<f64>,
 }
 
 fn exception(py: Python<'_>, error: PyErr) -> Py<PyAny> {
@@ -186,7 +187,7 @@ where
             for call in self.pending() {
                 self.fail_call(call, AcpError::protocol(&message).into());
             }
-            self.report.flags |= ENDED;
+            self.report.ended = true;
             return true;
         }
         let error = CallError::from(error);
@@ -207,7 +208,7 @@ where
                 }
             }
         };
-        self.report.flags |= STOPPED;
+        self.report.stopped = true;
         let target = self.aio.as_ref().and_then(|aio| {
             let waiting = aio.pending.iter().map(|(id, p)| (*id, p.session()));
             acp_proto::calls::stop_reaches(waiting, self.pump.failed_session.as_deref())
@@ -239,11 +240,11 @@ where
             match self.pump.step(&mut self.edge, &mut budget, Reads::Once) {
                 Ok(Stop::NeedInput) => break,
                 Ok(Stop::Budget) => {
-                    self.report.flags |= MORE;
+                    self.report.more = true;
                     break;
                 }
                 Ok(Stop::Paused) => {
-                    self.report.flags |= PAUSED;
+                    self.report.paused = true;
                     break;
                 }
                 Ok(Stop::Done(call, outcome)) => self.complete(call, outcome),
@@ -258,11 +259,11 @@ where
     }
 
     /// Writes what is queued (never waiting) and fills in what the loop must arrange.
-    fn finish(mut self) -> ReportTuple {
+    fn finish(mut self) -> Report {
         if self.pump.pipes.is_some() && self.pump.conn.stopped().is_none() {
             match self.pump.write(&mut self.edge, false) {
                 Ok(true) => {}
-                Ok(false) => self.report.flags |= WRITE,
+                Ok(false) => self.report.write = true,
                 Err(error) => {
                     self.error(error);
                 }
@@ -271,7 +272,7 @@ where
         let mut report = self.report;
         let pump = self.pump;
         if pump.conn.backlogged() {
-            report.flags |= BACKLOG;
+            report.backlog = true;
         }
         let now = pump.controls().now_ms();
         let timeout = pump
@@ -281,19 +282,10 @@ where
         report
             .cancelled
             .extend(pump.newly_cancelled().into_iter().map(|ask| ask.0));
-        if pump.conn.output_ended() || pump.pipes.is_none() {
-            report.flags |= ENDED;
-        }
-        if pump.conn.stopped().is_some() {
-            report.flags |= STOPPED;
-        }
-        (
-            report.done,
-            report.asks,
-            report.cancelled,
-            report.flags,
-            timeout,
-        )
+        report.ended |= pump.conn.output_ended() || pump.pipes.is_none();
+        report.stopped |= pump.conn.stopped().is_some();
+        report.timeout = timeout;
+        report
     }
 }
 
@@ -367,7 +359,7 @@ impl CoreClient {
     /// Handles what the agent sent: up to `budget` events, one read (more once the agent has
     /// exited); `woken`: the waker fired (another thread queued a cancel or a close).
     #[pyo3(signature = (budget, woken=false, exited=false))]
-    fn aio_pump(&self, py: Python<'_>, budget: usize, woken: bool, exited: bool) -> ReportTuple {
+    fn aio_pump(&self, py: Python<'_>, budget: usize, woken: bool, exited: bool) -> Report {
         let mut guard = lock(&self.call);
         let locked = &mut *guard;
         if woken {
@@ -399,7 +391,7 @@ impl CoreClient {
         token: u64,
         reply: Option<Bound<'_, PyAny>>,
         error: Option<Bound<'_, PyAny>>,
-    ) -> ReportTuple {
+    ) -> Report {
         let mut guard = lock(&self.call);
         let mut pass = Pass::new(self, py, &mut guard);
         let ask = AskId(token);
@@ -423,7 +415,7 @@ impl CoreClient {
 
     /// Gives up on a call whose task was cancelled: a prompt's id is tombstoned; any other
     /// call's too, and the agent is told with `$/cancel_request`.
-    fn aio_abandon(&self, py: Python<'_>, call: i64) -> ReportTuple {
+    fn aio_abandon(&self, py: Python<'_>, call: i64) -> Report {
         let mut guard = lock(&self.call);
         let mut pass = Pass::new(self, py, &mut guard);
         let call = CallId(call);
@@ -440,7 +432,7 @@ impl CoreClient {
     }
 
     /// Writes what waits for the agent's stdin (it became writable).
-    fn aio_write(&self, py: Python<'_>) -> ReportTuple {
+    fn aio_write(&self, py: Python<'_>) -> Report {
         let mut guard = lock(&self.call);
         Pass::new(self, py, &mut guard).finish()
     }
