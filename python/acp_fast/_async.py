@@ -21,21 +21,16 @@ from typing import Any, Literal
 from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
 from ._client import _ClientBase
-from ._core import Update
+from ._core import Report, Update
 from ._errors import AgentProtocolError, ConnectError
 from ._options import _observer_answer, content_tuple
 from ._session import _decode_list, _SessionBase, check_timeout, content_tuples
 from ._types import PromptResult, ReaderStatus, Text, TurnResult
 
-# The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
-_MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
-
 # Events handled per step before yielding to the loop's other callbacks: large enough that the
 # per-step cost (one Python call, one report) vanishes against the per-update cost, small
 # enough that 64 agents in one loop take turns every few milliseconds.
 _BUDGET = 2048
-
-_Report = tuple[list[tuple[int, bool, Any]], list[tuple[int, Any]], list[int], int, float | None]
 
 
 class AsyncSession(_SessionBase):
@@ -355,11 +350,10 @@ class AsyncClient(_ClientBase[AsyncSession]):
             self._step_soon = True
             loop.call_soon(self._step)
 
-    def _apply(self, report: _Report) -> None:
+    def _apply(self, report: Report) -> None:
         """Completes what the core finished and arranges what it asks of the loop."""
-        done, asks, cancelled, flags, timeout = report
         futures = self._futures
-        for call_id, ok, value in done:
+        for call_id, ok, value in report.done:
             future = futures.pop(call_id, None)
             if future is None or future.done():
                 continue
@@ -367,31 +361,31 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 future.set_result(value)
             else:
                 future.set_exception(value)
-        for token, awaitable in asks:
+        for token, awaitable in report.asks:
             task = asyncio.ensure_future(awaitable)
             self._asks[token] = task
             task.add_done_callback(lambda t, token=token: self._asked(token, t))
-        for token in cancelled:
+        for token in report.cancelled:
             pending = self._asks.get(token)
             if pending is not None:
                 pending.cancel()
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        if flags & _ENDED and self._live.closed:
+        if report.ended and self._live.closed:
             # close() from a callback inside a step could not release the pipes then.
             self._detach()
             self._live.close()
             return
         stdout, stdin, _waker, _exit = self._fds
-        if flags & _WRITE:
+        if report.write:
             if not self._writing and stdin >= 0:
                 loop.add_writer(stdin, self._on_writable)
                 self._writing = True
         elif self._writing:
             loop.remove_writer(stdin)
             self._writing = False
-        if flags & _STOPPED and self._stop_error is None:
+        if report.stopped and self._stop_error is None:
             stop_error = AgentProtocolError(
                 "the client stopped (a callback raised or the observer lacks one; see the "
                 "error the pending call raised); only close() is accepted"
@@ -400,27 +394,27 @@ class AsyncClient(_ClientBase[AsyncSession]):
             stop_error.__cause__ = self._live.stop_cause
             self._stop_error = stop_error
             self._end_subscriptions(None, stop_error)
-        if flags & (_ENDED | _PAUSED):
+        if report.ended or report.paused:
             if self._reading:
                 loop.remove_reader(stdout)
                 self._reading = False
-            self._paused = bool(flags & _PAUSED) and not flags & _ENDED
-        if flags & _BACKLOG and not flags & _ENDED:
+            self._paused = report.paused and not report.ended
+        if report.backlog and not report.ended:
             if self._reading:
                 loop.remove_reader(stdout)
                 self._reading = False
             self._backlogged = True
         elif self._backlogged:
             self._backlogged = False
-            if not flags & _ENDED:
+            if not report.ended:
                 self._resume_reading()
-        if flags & _MORE and not flags & _PAUSED:
+        if report.more and not report.paused:
             self._schedule_step()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if timeout is not None:
-            self._timer = loop.call_later(timeout, self._on_timer)
+        if report.timeout is not None:
+            self._timer = loop.call_later(report.timeout, self._on_timer)
 
     def _asked(self, token: int, task: asyncio.Future[Any]) -> None:
         """An awaited `on_permission` finished: decide its request."""
