@@ -15,6 +15,7 @@ __all__ = [
     "Prepared",
     "Report",
     "SqliteWriter",
+    "Turn",
     "Update",
     "__version__",
     "_guard_forget",
@@ -93,19 +94,31 @@ _PermissionRecord = tuple[
     str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
 ]
 _Named = list[tuple[str, str, str]]
-# (response, stop_reason, overflow, session_id, tool calls JSON, plan JSON, commands JSON,
-#  usage JSON, current mode id)
-_Turn = tuple[
-    str,
-    str,
-    tuple[str, int, int, int] | None,
-    str,
-    list[str],
-    str | None,
-    str | None,
-    str | None,
-    str,
-]
+
+@final
+class Turn:
+    """A finished turn (read by `acp_fast._session.turn_result`)."""
+
+    @property
+    def response(self) -> str: ...
+    @property
+    def stop_reason(self) -> str: ...
+    @property
+    def overflow(self) -> tuple[str, int, int, int] | None: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def tool_calls(self) -> list[str]: ...
+    @property
+    def plan(self) -> str | None: ...
+    @property
+    def available_commands(self) -> str | None: ...
+    @property
+    def usage(self) -> str | None: ...
+    @property
+    def current_mode_id(self) -> str: ...
+
+_Turn = Turn
 # ((current mode, modes), (current model, models), config options JSON, commands JSON)
 _SessionInfo = tuple[tuple[str, _Named], tuple[str, _Named], str | None, str | None]
 

@@ -3,7 +3,7 @@
 //! turn the outcome into the same Python value here.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList};
+use pyo3::types::{PyBool, PyList, PyString};
 use pyo3::IntoPyObjectExt;
 
 use acp_proto::encode::McpServer;
@@ -138,7 +138,7 @@ impl Prepared {
             }
             (Owned::Prompt { .. }, Some(Outcome::Turn(turn))) => {
                 let late = turn.timed_out;
-                let tuple = turn_tuple(py, reply, *turn)?;
+                let tuple = turn_record(py, reply, *turn)?;
                 Ok((if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?)
             }
             (Owned::Prompt { .. }, _) => {
@@ -149,10 +149,25 @@ impl Prepared {
     }
 }
 
-/// A turn as the facade reads it (reply, stop reason, overflow, session, tool calls, plan,
-/// commands, usage, current mode).
-fn turn_tuple(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
-    let reply = reply.finish(py)?;
+/// A finished turn as the facade reads it (`acp_fast._session.turn_result`).
+#[pyclass(module = "acp_fast._core", frozen, get_all)]
+pub struct Turn {
+    /// The reply: the turn's joined message chunks.
+    response: Py<PyString>,
+    stop_reason: String,
+    /// `(kind, admitted bytes, admitted segments, withheld update sequence)`.
+    overflow: Option<(&'static str, usize, usize, u64)>,
+    session_id: String,
+    /// Each tool call's final state, JSON object texts.
+    tool_calls: Vec<String>,
+    /// JSON texts, when the turn had them.
+    plan: Option<String>,
+    available_commands: Option<String>,
+    usage: Option<String>,
+    current_mode_id: String,
+}
+
+fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
     let overflow = turn.overflow.map(|o| {
         (
             o.kind.as_str(),
@@ -161,18 +176,16 @@ fn turn_tuple(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResul
             o.withheld_update_sequence,
         )
     });
-    Ok((
-        reply,
-        turn.stop_reason,
+    let record = Turn {
+        response: reply.finish(py)?,
+        stop_reason: turn.stop_reason,
         overflow,
-        turn.session_id,
-        turn.tool_calls,
-        turn.plan,
-        turn.available_commands,
-        turn.usage,
-        turn.current_mode_id,
-    )
-        .into_pyobject(py)?
-        .into_any()
-        .unbind())
+        session_id: turn.session_id,
+        tool_calls: turn.tool_calls,
+        plan: turn.plan,
+        available_commands: turn.available_commands,
+        usage: turn.usage,
+        current_mode_id: turn.current_mode_id,
+    };
+    Ok(Bound::new(py, record)?.into_any().unbind())
 }
