@@ -70,19 +70,12 @@ def _decode_list(raw: str | None, kind: str) -> tuple[Any, ...] | None:
 
 
 def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
-    """The core's turn tuple as a `TurnResult`; with ``typed`` False the record of the turn
+    """The core's `Turn` record as a `TurnResult`; with ``typed`` False the record of the turn
     (tool calls, plan, commands, usage) is left out rather than decoded."""
-    (
-        response,
-        stop_reason,
-        overflow,
-        session_id,
-        tool_calls,
-        plan,
-        commands,
-        usage,
-        current_mode_id,
-    ) = payload
+    response, stop_reason, overflow = payload.response, payload.stop_reason, payload.overflow
+    session_id, tool_calls, plan = payload.session_id, payload.tool_calls, payload.plan
+    commands, usage = payload.available_commands, payload.usage
+    current_mode_id = payload.current_mode_id
     record = None
     if overflow is not None:
         kind, admitted_bytes, admitted_segments, withheld = overflow
