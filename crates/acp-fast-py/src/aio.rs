@@ -6,7 +6,6 @@
 //! Every step returns a `Report`: what finished, what the loop must wait on or arrange, and
 //! when the next timer is due.
 
-use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
@@ -23,7 +22,7 @@ use crate::client::CoreClient;
 use crate::edge::PyEdge;
 use crate::errors::CallError;
 use crate::prepared::Prepared;
-use crate::reply::ReplyBuilder;
+use crate::reply::{Replies, ReplyBuilder};
 use crate::state::{InFlight, Locked};
 
 type Done = (i64, bool, Py<PyAny>);
@@ -90,7 +89,7 @@ where
         }
     }
 
-    fn replies(&mut self) -> &mut HashMap<String, ReplyBuilder> {
+    fn replies(&mut self) -> &mut Replies {
         self.edge.replies()
     }
 

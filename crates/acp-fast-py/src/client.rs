@@ -2,7 +2,6 @@
 //! `acp_client` (blocking calls: `calls`; the asyncio driver's steps: `aio`). Here: construction,
 //! the call lock, the published views, close, and a failed call's exception.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -116,7 +115,7 @@ impl CoreClient {
         &'a self,
         py: Python<'py>,
         callbacks: &'a Callbacks,
-        replies: &'a mut HashMap<String, crate::reply::ReplyBuilder>,
+        replies: &'a mut crate::reply::Replies,
     ) -> PyEdge<'py, 'a> {
         PyEdge::new(py, callbacks, replies, &self.shared, &self.published)
     }
@@ -377,7 +376,7 @@ impl CoreClient {
             call: Mutex::new(Locked {
                 pump: Pump::new(conn, Some(pipes), host, Arc::clone(&controls)),
                 callbacks,
-                replies: HashMap::new(),
+                replies: Default::default(),
                 aio: None,
             }),
             agent: Mutex::new(Some(agent)),

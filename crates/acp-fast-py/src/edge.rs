@@ -3,7 +3,6 @@
 //! `on_permission` / `on_permission_commit`, the taps, `on_activity`, and the GIL released
 //! while the pump waits. Callbacks run in arrival order; one that raises stops the client.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use pyo3::exceptions::PyTypeError;
@@ -20,7 +19,7 @@ use acp_proto::{AskId, Connection};
 
 use crate::errors::{kind_names, to_pyerr};
 use crate::journal::{Envelope, UpdateRecord};
-use crate::reply::{text_object, ReplyBuilder};
+use crate::reply::{text_object, Replies};
 use crate::state::{Callbacks, Published, Shared};
 use crate::update::Update;
 
@@ -29,7 +28,7 @@ use crate::update::Update;
 pub(crate) struct PyEdge<'py, 'a> {
     pub py: Python<'py>,
     callbacks: &'a Callbacks,
-    replies: &'a mut HashMap<String, ReplyBuilder>,
+    replies: &'a mut Replies,
     shared: &'a Shared,
     published: &'a Published,
     session_cache: Option<(String, Py<PyString>)>,
@@ -46,7 +45,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
     pub fn new(
         py: Python<'py>,
         callbacks: &'a Callbacks,
-        replies: &'a mut HashMap<String, ReplyBuilder>,
+        replies: &'a mut Replies,
         shared: &'a Shared,
         published: &'a Published,
     ) -> PyEdge<'py, 'a> {
@@ -64,7 +63,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
     }
 
     /// The reply of each session's running turn.
-    pub fn replies(&mut self) -> &mut HashMap<String, ReplyBuilder> {
+    pub fn replies(&mut self) -> &mut Replies {
         self.replies
     }
 

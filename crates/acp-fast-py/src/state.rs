@@ -17,7 +17,7 @@ use acp_proto::Connection;
 
 use crate::journal::Hook;
 use crate::prepared::Prepared;
-use crate::reply::ReplyBuilder;
+use crate::reply::Replies;
 
 /// The observer's callbacks (each optional).
 #[derive(Default)]
@@ -74,7 +74,7 @@ pub(crate) struct Locked {
     pub pump: Pump,
     pub callbacks: Callbacks,
     /// The reply of each session's running turn, built as its chunks are admitted.
-    pub replies: HashMap<String, ReplyBuilder>,
+    pub replies: Replies,
     /// `Some` once an event loop drives the client (`aio_attach`).
     pub aio: Option<InFlight>,
 }
