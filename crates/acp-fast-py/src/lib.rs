@@ -46,6 +46,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The one text of a call on a closed client (the facade raises it too, before any call).
+    m.add("CLIENT_CLOSED", acp_client::pump::CLOSED)?;
     m.add(
         "DEFAULT_MESSAGE_BYTES",
         acp_proto::reader::DEFAULT_LIMITS.message_bytes,

@@ -1,38 +1,51 @@
-//! Long reads finished off the driver's thread: a read that has examined `INLINE_SCAN` bytes
+//! Long reads finished off the pump's thread: a read that has examined `INLINE_SCAN` bytes
 //! moves to a thread of its own (within the read's bound), which fills its slot and wakes the
-//! driver; `answer_reads` then answers it. `close()` stops and joins these threads
-//! (`KillSwitch::kill_all`), so none outlives the client.
+//! pump; `serve::answer_waits` then answers it. `close()` stops and joins these threads
+//! (`KillSwitch::kill_all`), so none outlives the client. (A leaf: serving uses it.)
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use acp_os::fs;
+use acp_os::io::Notifier;
 use acp_proto::host::{HostError, HostOk};
-use acp_proto::{Connection, HostId};
+use acp_proto::HostId;
 
-use super::serve::{answer, Host, HostFailure};
-use crate::edge::Edge;
-
-/// The bytes a read may examine on the driver's thread before it moves to a thread of its
-/// own (a few milliseconds): every ordinary read is answered inline, in arrival order.
+/// The bytes a read may examine on the pump's thread before it moves to a thread of its own
+/// (a few milliseconds): every ordinary read is answered inline, in arrival order.
 pub(super) const INLINE_SCAN: u64 = 8 << 20;
 
-/// A read finished off the driver's thread: its answer, once there.
-pub(super) type ReadSlot = Arc<Mutex<Option<Result<HostOk, HostError>>>>;
+type Answer = Result<HostOk, HostError>;
 
-impl Host {
-    /// Continues a long read in a thread of its own; its answer is written by `answer_waits`
-    /// when the thread wakes the driver.
-    pub(super) fn read_elsewhere(
+/// A read finished off the pump's thread: its answer, once there.
+type ReadSlot = Arc<Mutex<Option<Answer>>>;
+
+fn take(slot: &ReadSlot) -> Option<Answer> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The reads going on in threads of their own, and the flag they set when one is done.
+#[derive(Default)]
+pub(super) struct Reads {
+    pending: Vec<(HostId, ReadSlot)>,
+    done: Arc<AtomicBool>,
+}
+
+impl Reads {
+    /// Continues a long read in a thread of its own (kept in `readers` for `close()` to join),
+    /// which wakes the pump through `notifier` when its answer is there.
+    pub fn start(
         &mut self,
         host: HostId,
         mut reading: Box<fs::Reading>,
         bound: fs::ReadBound,
         path: String,
+        notifier: Option<Arc<Notifier>>,
+        readers: &Mutex<Vec<JoinHandle<()>>>,
     ) -> std::io::Result<()> {
         let slot: ReadSlot = Arc::default();
-        let (done, notifier) = (Arc::clone(&self.reads_done), self.notifier.clone());
-        let filled = Arc::clone(&slot);
+        let (done, filled) = (Arc::clone(&self.done), Arc::clone(&slot));
         let reader = std::thread::Builder::new()
             .name("acp-fast read".into())
             .spawn(move || {
@@ -46,46 +59,37 @@ impl Host {
                     notifier.wake();
                 }
             })?;
-        let mut readers = self
-            .terminals
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut readers = readers.lock().unwrap_or_else(|e| e.into_inner());
         readers.retain(|r| !r.is_finished());
         readers.push(reader);
         drop(readers);
-        self.reads.push((host, slot));
+        self.pending.push((host, slot));
         Ok(())
     }
-}
 
-/// Answers the reads finished in threads of their own; drops those already answered
-/// (`$/cancel_request`).
-pub(super) fn answer_reads<E: Edge>(
-    edge: &mut E,
-    conn: &mut Connection,
-    state: &mut Host,
-) -> Result<(), HostFailure<E::Error>> {
-    let reads = std::mem::take(&mut state.reads);
-    let mut left = Vec::new();
-    let mut failure = None;
-    for (host, slot) in reads {
-        let finished = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match finished {
-            None => left.push((host, slot)),
-            Some(_) if conn.host_raw_id(host).is_none() => {} // cancelled meanwhile
-            Some(result) if failure.is_none() => {
-                if let Err(error) = answer(edge, conn, host, result, None) {
-                    failure = Some(error);
-                }
-            }
-            Some(result) => {
-                // After a failure the rest are kept for a later look (their slot refilled).
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
-                left.push((host, slot));
-            }
-        }
+    /// Whether a read may have finished since the last look (one atomic swap).
+    #[inline]
+    pub fn any_done(&self) -> bool {
+        !self.pending.is_empty() && self.done.swap(false, Ordering::SeqCst)
     }
-    state.reads.extend(left);
-    failure.map_or(Ok(()), Err)
+
+    /// The finished reads' answers, in the order they started; the others go on.
+    pub fn take_finished(&mut self) -> Vec<(HostId, Answer)> {
+        let mut finished = Vec::new();
+        self.pending.retain(|(host, slot)| match take(slot) {
+            Some(answer) => {
+                finished.push((*host, answer));
+                false
+            }
+            None => true,
+        });
+        finished
+    }
+
+    /// A finished read put back for a later look (answering an earlier one failed).
+    pub fn put_back(&mut self, host: HostId, answer: Answer) {
+        self.pending
+            .push((host, Arc::new(Mutex::new(Some(answer)))));
+        self.done.store(true, Ordering::SeqCst);
+    }
 }

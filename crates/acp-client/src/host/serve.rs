@@ -15,7 +15,7 @@ use acp_proto::error::AcpError;
 use acp_proto::host::{ClientMethod, HostError, HostOk, HostOp};
 use acp_proto::{Connection, HostId};
 
-use super::reads::{answer_reads, ReadSlot, INLINE_SCAN};
+use super::reads::{Reads, INLINE_SCAN};
 use crate::edge::Edge;
 
 /// The host's settings (`ClientCapabilityConfig`), read once by the binding.
@@ -45,7 +45,7 @@ pub struct KillSwitch {
     /// descriptor outlives it (a request in progress keeps its own reference until it ends).
     roots: Arc<Mutex<HashMap<String, Arc<Roots>>>>,
     /// The threads finishing long reads: `close()` stops and joins them, so none outlives it.
-    pub(super) readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+    readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
 }
 
 impl KillSwitch {
@@ -137,13 +137,12 @@ pub struct Host {
     terminal_shell: Option<String>,
     /// The terminals' base environment: the client's `env`, else the host's at construction.
     env: Vec<(OsString, OsString)>,
-    pub(super) terminals: KillSwitch,
+    terminals: KillSwitch,
     waits: Vec<(HostId, String)>,
-    /// Reads going on in threads of their own, and the flag they set when one is done.
-    pub(super) reads: Vec<(HostId, ReadSlot)>,
-    pub(super) reads_done: Arc<AtomicBool>,
+    /// Reads going on in threads of their own.
+    reads: Reads,
     /// Wakes the client's driver when a terminal exits.
-    pub(super) notifier: Option<Arc<acp_os::io::Notifier>>,
+    notifier: Option<Arc<acp_os::io::Notifier>>,
 }
 
 /// What running a request gave: an answer now (and the activity's path, for a terminal's
@@ -172,8 +171,7 @@ impl Host {
             env: config.env,
             terminals: KillSwitch::default(),
             waits: Vec::new(),
-            reads: Vec::new(),
-            reads_done: Arc::default(),
+            reads: Reads::default(),
             notifier: None,
         }
     }
@@ -209,7 +207,7 @@ impl Host {
     /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
     #[inline]
     pub fn exits_pending(&self) -> bool {
-        (!self.reads.is_empty() && self.reads_done.swap(false, Ordering::SeqCst))
+        self.reads.any_done()
             || (!self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits()))
     }
 
@@ -440,7 +438,11 @@ pub fn serve<E: Edge>(
         }
         Ran::Reading(reading, bound, path) => {
             let shown = path.clone();
-            match state.read_elsewhere(host, reading, bound, path) {
+            let (notifier, readers) = (state.notifier.clone(), &state.terminals.readers);
+            match state
+                .reads
+                .start(host, reading, bound, path, notifier, readers)
+            {
                 Ok(()) => Ok(()),
                 Err(error) => {
                     let message = format!(
@@ -459,7 +461,7 @@ pub fn serve<E: Edge>(
     }
 }
 
-pub(super) fn answer<E: Edge>(
+fn answer<E: Edge>(
     edge: &mut E,
     conn: &mut Connection,
     host: HostId,
@@ -481,7 +483,20 @@ pub fn answer_waits<E: Edge>(
     conn: &mut Connection,
     state: &mut Host,
 ) -> Result<(), HostFailure<E::Error>> {
-    answer_reads(edge, conn, state)?;
+    let mut failure = None;
+    for (host, read) in state.reads.take_finished() {
+        if conn.host_raw_id(host).is_none() {
+            continue; // cancelled meanwhile
+        }
+        if failure.is_some() {
+            state.reads.put_back(host, read); // kept for a later look
+        } else if let Err(error) = answer(edge, conn, host, read, None) {
+            failure = Some(error);
+        }
+    }
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
     let Some(terminals) = state.terminals.get() else {
         return Ok(());
     };
