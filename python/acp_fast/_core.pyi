@@ -9,6 +9,7 @@ from ._types import UpdateKind
 _T = TypeVar("_T")
 
 __all__ = [
+    "CLIENT_CLOSED",
     "DEFAULT_MESSAGE_BYTES",
     "CoreClient",
     "JournalWriter",
@@ -28,6 +29,7 @@ __all__ = [
     "unpack_records",
 ]
 
+CLIENT_CLOSED: str
 DEFAULT_MESSAGE_BYTES: int
 __version__: str
 
