@@ -21,7 +21,7 @@ from typing import Any, Literal
 from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
 from ._client import _ClientBase
-from ._core import Report, Update
+from ._core import CLIENT_CLOSED, Report, Update
 from ._errors import AgentProtocolError, ConnectError
 from ._options import _observer_answer, content_tuple
 from ._session import _decode_list, _SessionBase, check_timeout, content_tuples
@@ -298,7 +298,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             )
         core = self._live
         if core.closed:
-            raise RuntimeError("the client is closed: close() was called; make a new client")
+            raise RuntimeError(CLIENT_CLOSED)
         self._fds = core.aio_attach()
         stdout, _stdin, waker, exit_fd = self._fds
         self._loop = loop

@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from . import _core, _interrupt, _shutdown, _spawn_args
 from . import telemetry as _telemetry
-from ._core import Update
+from ._core import CLIENT_CLOSED, Update
 from ._errors import (
     ConnectError,
     TurnTimeout,
@@ -474,7 +474,7 @@ class _ClientBase(Generic[_S]):
         agent's: not `AgentProtocolError`)."""
         core = self._core
         if core is None or core.closed:
-            raise RuntimeError("the client is closed: close() was called; make a new client")
+            raise RuntimeError(CLIENT_CLOSED)
 
     def _default_session(self) -> _S:
         self._check_usable()
