@@ -187,3 +187,23 @@ impl Call {
         }
     }
 }
+
+/// A `ConnectError`'s message (design §6) from its detail's: an agent that exited before it
+/// read `initialize` fails as its output ending does; -32000 (authentication required, with
+/// the methods the agent offers) says how to go on.
+pub fn connect_message(detail: &str, exited: bool, auth_methods: Option<&[&str]>) -> String {
+    if exited {
+        return format!("the agent exited during start(): {detail}");
+    }
+    let Some(methods) = auth_methods else {
+        return detail.to_owned();
+    };
+    let methods = if methods.is_empty() {
+        "none offered".to_owned()
+    } else {
+        methods.join(", ")
+    };
+    format!(
+        "{detail} (authentication required: the agent offers {methods}; call start(new_session=False), authenticate(method_id), then new_session())"
+    )
+}

@@ -6,12 +6,14 @@
 //!   `run_until` (blocking: `step` plus a waiting read).
 //! - `edge`: `trait Edge`, the callbacks the pump hands events to (the Python binding implements
 //!   it; tests implement it in Rust), and the errors a pump step ends with.
+//! - `agent`: why an agent's output ended; the grace its group gets at close.
 //! - `call`: a call of the client, owned, and what it asks the connection for.
 //! - `controls`: the flags and queues other threads reach a running call through.
 //! - `host`: host requests served for the agent (files, terminals), design/host.md.
 //!
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
 
+pub mod agent;
 pub mod call;
 pub mod controls;
 pub mod edge;

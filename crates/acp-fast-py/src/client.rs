@@ -51,15 +51,6 @@ fn named(py: Python<'_>, entries: &[NamedEntry]) -> PyResult<Py<PyAny>> {
     Ok(list.into_any().unbind())
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
-        _ => format!("ended ({status})"),
-    }
-}
-
 impl CoreClient {
     /// Takes the call lock, or explains why no call can run now.
     pub(crate) fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Locked>> {
@@ -192,26 +183,12 @@ impl CoreClient {
         };
         let (code, message, data) = (field("code"), field("message"), field("data"));
         let auth_required = code.extract::<i64>().ok() == Some(-32000);
-        let text = if exited {
-            // The agent exited before it read `initialize`: the same failure as its output
-            // ending, so the same class whatever `stderr=` is (first-use.md §1).
-            format!("the agent exited during start(): {shown}")
-        } else if auth_required {
-            let methods: Vec<&str> = conn
-                .initialize()
-                .map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
-                .unwrap_or_default();
-            let methods = if methods.is_empty() {
-                "none offered".to_owned()
-            } else {
-                methods.join(", ")
-            };
-            format!(
-                "{shown} (authentication required: the agent offers {methods}; call start(new_session=False), authenticate(method_id), then new_session())"
-            )
-        } else {
-            shown.clone()
-        };
+        let methods: Option<Vec<&str>> = auth_required.then(|| {
+            let info = conn.initialize();
+            info.map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
+                .unwrap_or_default()
+        });
+        let text = acp_client::call::connect_message(&shown, exited, methods.as_deref());
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("agent_id", &conn.config().agent_id)?;
         kwargs.set_item("code", code)?;
@@ -246,30 +223,8 @@ impl CoreClient {
     /// Adds what is known about why the agent's output ended: its exit status and the tail of
     /// its stderr.
     fn explain_end(&self, py: Python<'_>, description: &mut String) {
-        let status = py.detach(|| {
-            // Give a dying agent a moment to become reapable, so its status can be told.
-            let deadline = Instant::now() + Duration::from_millis(100);
-            loop {
-                let status = lock(&self.agent).as_ref().and_then(Agent::exit_status);
-                if status.is_some() || Instant::now() >= deadline {
-                    return status;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        if let Some(status) = status {
-            description.push_str(&format!("; the agent {}", describe_exit(status)));
-        }
-        if let Some(tail) = &self.stderr_tail {
-            let bytes = py.detach(|| tail.last_words(Duration::from_millis(200)));
-            if !bytes.is_empty() {
-                description.push_str(&format!(
-                    "\nagent stderr (last {} bytes):\n{}",
-                    bytes.len(),
-                    String::from_utf8_lossy(&bytes)
-                ));
-            }
-        }
+        let tail = self.stderr_tail.as_deref();
+        description.push_str(&py.detach(|| acp_client::agent::why_ended(&self.agent, tail)));
     }
 
     pub(crate) fn stop_agent(&self, py: Python<'_>, reap: bool) {
@@ -437,20 +392,7 @@ impl CoreClient {
                 }
                 drop(locked);
                 let until = Instant::now() + Duration::from_secs_f64(grace.min(3600.0));
-                // The grace is the group's: what the agent started may still be finishing
-                // (persisting a session) after the agent itself has exited.
-                py.detach(|| loop {
-                    let (exited, busy) = match lock(&self.agent).as_ref() {
-                        None => (true, false),
-                        Some(agent) if agent.exit_status().is_some() => (true, agent.group_busy()),
-                        Some(_) => (false, true),
-                    };
-                    if (exited && !busy) || Instant::now() >= until {
-                        break;
-                    }
-                    // After the agent's exit each look walks /proc: look less often.
-                    std::thread::sleep(Duration::from_millis(if exited { 20 } else { 5 }));
-                });
+                py.detach(|| acp_client::agent::wait_for_group(&self.agent, until));
             }
         }
         controls.closed.store(true, Ordering::SeqCst);
