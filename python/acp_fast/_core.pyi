@@ -14,6 +14,7 @@ __all__ = [
     "CoreClient",
     "JournalWriter",
     "Prepared",
+    "ReaderState",
     "Report",
     "SqliteWriter",
     "Turn",
@@ -96,6 +97,25 @@ _PermissionRecord = tuple[
     str, str, str, str, str, str, str, str, list[tuple[str, str, str]], str, Any
 ]
 _Named = list[tuple[str, str, str]]
+
+@final
+class ReaderState:
+    """A snapshot of the line reader (`acp_fast.ReaderStatus` has the same fields)."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def message_bytes(self) -> int: ...
+    @property
+    def storage_bytes(self) -> int: ...
+    @property
+    def buffered_bytes(self) -> int: ...
+    @property
+    def high_water_message_bytes(self) -> int: ...
+    @property
+    def rejected_message_count(self) -> int: ...
+    @property
+    def terminal(self) -> bool: ...
 
 @final
 class Turn:
@@ -283,7 +303,7 @@ class CoreClient:
     ) -> (
         tuple[int, bool, bool, bool, bool, list[tuple[str, str, str, str]], str | None, str] | None
     ): ...
-    def reader_status(self) -> tuple[str, int, int, int, int, int, bool]: ...
+    def reader_status(self) -> ReaderState: ...
     # The asyncio driver (acp_fast._async): each step returns a Report.
     def aio_attach(self) -> tuple[int, int, int, int]: ...
     def aio_stderr_fd(self) -> int: ...

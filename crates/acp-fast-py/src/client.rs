@@ -28,6 +28,18 @@ use crate::journal::Hook;
 use crate::options;
 use crate::state::{Callbacks, Locked, Published, Shared, Views};
 
+/// A snapshot of the line reader (the facade's `ReaderStatus` has the same fields).
+#[pyclass(module = "acp_fast._core", frozen, get_all)]
+pub struct ReaderState {
+    phase: &'static str,
+    message_bytes: usize,
+    storage_bytes: usize,
+    buffered_bytes: usize,
+    high_water_message_bytes: usize,
+    rejected_message_count: u64,
+    terminal: bool,
+}
+
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
     /// The state behind the call lock.
@@ -522,21 +534,21 @@ impl CoreClient {
             .unwrap_or(false)
     }
 
-    /// (phase, message_bytes, storage_bytes, buffered_bytes, high_water, rejected, terminal).
-    fn reader_status(&self) -> (&'static str, usize, usize, usize, usize, u64, bool) {
+    /// A snapshot of the line reader.
+    fn reader_status(&self) -> ReaderState {
         let status = self
             .views()
             .reader
             .expect("published at construction or after a call");
-        (
-            status.phase.as_str(),
-            status.message_bytes,
-            status.storage_bytes,
-            status.buffered_bytes,
-            status.high_water_message_bytes,
-            status.rejected_message_count,
-            status.terminal,
-        )
+        ReaderState {
+            phase: status.phase.as_str(),
+            message_bytes: status.message_bytes,
+            storage_bytes: status.storage_bytes,
+            buffered_bytes: status.buffered_bytes,
+            high_water_message_bytes: status.high_water_message_bytes,
+            rejected_message_count: status.rejected_message_count,
+            terminal: status.terminal,
+        }
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -38,6 +38,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<call::Prepared>()?;
     m.add_class::<aio::Report>()?;
     m.add_class::<prepared::Turn>()?;
+    m.add_class::<client::ReaderState>()?;
     m.add_class::<journal::JournalWriter>()?;
     m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(journal::pack_records, m)?)?;
