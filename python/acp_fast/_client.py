@@ -396,7 +396,16 @@ class _ClientBase(Generic[_S]):
     def reader_status(self) -> ReaderStatus:
         """A snapshot of the line reader (`ReaderStatus`): its limit, buffer, longest line
         seen, rejected lines and whether reading has stopped."""
-        return ReaderStatus(*self._live.reader_status())
+        s = self._live.reader_status()
+        return ReaderStatus(
+            s.phase,
+            s.message_bytes,
+            s.storage_bytes,
+            s.buffered_bytes,
+            s.high_water_message_bytes,
+            s.rejected_message_count,
+            s.terminal,
+        )
 
     @property
     def agent_error(self) -> str | None:
