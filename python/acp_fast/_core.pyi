@@ -12,10 +12,12 @@ __all__ = [
     "CLIENT_CLOSED",
     "DEFAULT_MESSAGE_BYTES",
     "CoreClient",
+    "InitializeState",
     "JournalWriter",
     "Prepared",
     "ReaderState",
     "Report",
+    "SessionState",
     "SqliteWriter",
     "Turn",
     "Update",
@@ -141,8 +143,41 @@ class Turn:
     def current_mode_id(self) -> str: ...
 
 _Turn = Turn
+
 # ((current mode, modes), (current model, models), config options JSON, commands JSON)
-_SessionInfo = tuple[tuple[str, _Named], tuple[str, _Named], str | None, str | None]
+@final
+class SessionState:
+    """An open session's published state."""
+
+    @property
+    def modes(self) -> tuple[str, _Named]: ...
+    @property
+    def models(self) -> tuple[str, _Named]: ...
+    @property
+    def config_options(self) -> str | None: ...
+    @property
+    def commands(self) -> str | None: ...
+
+@final
+class InitializeState:
+    """The agent's answer to ``initialize``."""
+
+    @property
+    def protocol_version(self) -> int: ...
+    @property
+    def load_session(self) -> bool: ...
+    @property
+    def prompt_image(self) -> bool: ...
+    @property
+    def prompt_audio(self) -> bool: ...
+    @property
+    def prompt_embedded_content(self) -> bool: ...
+    @property
+    def auth_methods(self) -> list[tuple[str, str, str, str]]: ...
+    @property
+    def agent_info(self) -> str | None: ...
+    @property
+    def raw(self) -> str: ...
 
 def _rebuild_update(
     kind: UpdateKind | str,
@@ -297,12 +332,8 @@ class CoreClient:
     @property
     def agent_error(self) -> str | None: ...
     def session_ids(self) -> list[str]: ...
-    def session_info(self, session_id: str) -> _SessionInfo | None: ...
-    def initialize_info(
-        self,
-    ) -> (
-        tuple[int, bool, bool, bool, bool, list[tuple[str, str, str, str]], str | None, str] | None
-    ): ...
+    def session_info(self, session_id: str) -> SessionState | None: ...
+    def initialize_info(self) -> InitializeState | None: ...
     def reader_status(self) -> ReaderState: ...
     # The asyncio driver (acp_fast._async): each step returns a Report.
     def aio_attach(self) -> tuple[int, int, int, int]: ...

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 use pyo3::{PyTraverseError, PyVisit};
 
 use acp_client::controls::lock;
@@ -19,7 +18,6 @@ use acp_os::io::Waker;
 use acp_os::process::{self, Agent, SpawnOptions};
 use acp_proto::error::AcpError;
 use acp_proto::reader;
-use acp_proto::results::NamedEntry;
 use acp_proto::Connection;
 
 use crate::edge::PyEdge;
@@ -27,18 +25,6 @@ use crate::errors::{to_pyerr, CallError};
 use crate::journal::Hook;
 use crate::options;
 use crate::state::{Callbacks, Locked, Published, Shared, Views};
-
-/// A snapshot of the line reader (the facade's `ReaderStatus` has the same fields).
-#[pyclass(module = "acp_fast._core", frozen, get_all)]
-pub struct ReaderState {
-    phase: &'static str,
-    message_bytes: usize,
-    storage_bytes: usize,
-    buffered_bytes: usize,
-    high_water_message_bytes: usize,
-    rejected_message_count: u64,
-    terminal: bool,
-}
 
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
@@ -53,14 +39,6 @@ pub struct CoreClient {
     /// The process that made this client; after fork() the child may not use it.
     owner: u32,
     pub(crate) stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
-}
-
-fn named(py: Python<'_>, entries: &[NamedEntry]) -> PyResult<Py<PyAny>> {
-    let list = PyList::empty(py);
-    for e in entries {
-        list.append((&e.id, &e.name, &e.description))?;
-    }
-    Ok(list.into_any().unbind())
 }
 
 impl CoreClient {
@@ -258,7 +236,7 @@ impl CoreClient {
         }
     }
 
-    fn views(&self) -> MutexGuard<'_, Views> {
+    pub(crate) fn views(&self) -> MutexGuard<'_, Views> {
         self.refresh();
         lock(&self.published.0)
     }
@@ -450,72 +428,6 @@ impl CoreClient {
         self.views().open.clone()
     }
 
-    /// ((current mode, modes), (current model, models), config options JSON, commands JSON),
-    /// or None when the session is not open.
-    #[allow(clippy::type_complexity)]
-    fn session_info(
-        &self,
-        py: Python<'_>,
-        session_id: &str,
-    ) -> PyResult<
-        Option<(
-            (String, Py<PyAny>),
-            (String, Py<PyAny>),
-            Option<String>,
-            Option<String>,
-        )>,
-    > {
-        let published = self.views();
-        let Some(view) = published.sessions.get(session_id) else {
-            return Ok(None);
-        };
-        Ok(Some((
-            (view.modes.0.clone(), named(py, &view.modes.1)?),
-            (view.models.0.clone(), named(py, &view.models.1)?),
-            view.config_options.clone(),
-            view.commands.clone(),
-        )))
-    }
-
-    /// (protocol_version, load_session, image, audio, embedded, [(id, name, description,
-    /// type)], agent_info JSON or None, raw JSON) or None before `start`.
-    #[allow(clippy::type_complexity)]
-    fn initialize_info(
-        &self,
-        py: Python<'_>,
-    ) -> PyResult<
-        Option<(
-            i64,
-            bool,
-            bool,
-            bool,
-            bool,
-            Py<PyAny>,
-            Option<String>,
-            String,
-        )>,
-    > {
-        let published = self.views();
-        let Some(info) = &published.initialize else {
-            return Ok(None);
-        };
-        let methods = PyList::empty(py);
-        for m in &info.auth_methods {
-            methods.append((&m.id, &m.name, &m.description, &m.kind))?;
-        }
-        let caps = &info.capabilities;
-        Ok(Some((
-            info.protocol_version,
-            caps.load_session,
-            caps.prompt_image,
-            caps.prompt_audio,
-            caps.prompt_embedded_context,
-            methods.into_any().unbind(),
-            info.agent_info.clone(),
-            info.raw.clone(),
-        )))
-    }
-
     /// The exception that stopped the client (a callback's, a failed start()'s), if any: the
     /// `__cause__` of the "the client stopped" errors (async.md §3).
     #[getter]
@@ -532,23 +444,6 @@ impl CoreClient {
             .try_lock()
             .map(|locked| locked.pump.conn.stopped().is_some())
             .unwrap_or(false)
-    }
-
-    /// A snapshot of the line reader.
-    fn reader_status(&self) -> ReaderState {
-        let status = self
-            .views()
-            .reader
-            .expect("published at construction or after a call");
-        ReaderState {
-            phase: status.phase.as_str(),
-            message_bytes: status.message_bytes,
-            storage_bytes: status.storage_bytes,
-            buffered_bytes: status.buffered_bytes,
-            high_water_message_bytes: status.high_water_message_bytes,
-            rejected_message_count: status.rejected_message_count,
-            terminal: status.terminal,
-        }
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -28,6 +28,7 @@ mod records;
 mod reply;
 mod state;
 mod update;
+mod views;
 
 use pyo3::prelude::*;
 
@@ -38,7 +39,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<call::Prepared>()?;
     m.add_class::<aio::Report>()?;
     m.add_class::<prepared::Turn>()?;
-    m.add_class::<client::ReaderState>()?;
+    m.add_class::<views::ReaderState>()?;
+    m.add_class::<views::SessionState>()?;
+    m.add_class::<views::InitializeState>()?;
     m.add_class::<journal::JournalWriter>()?;
     m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(journal::pack_records, m)?)?;
