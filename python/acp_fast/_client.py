@@ -418,7 +418,7 @@ class _ClientBase(Generic[_S]):
         info = self._live.initialize_info()
         if info is None:
             return Initialize()
-        version, load_session, image, audio, embedded, methods, agent_info, raw = info
+        methods, agent_info, raw = info.auth_methods, info.agent_info, info.raw
         from . import model
 
         raw_object = json.loads(raw)
@@ -426,11 +426,11 @@ class _ClientBase(Generic[_S]):
         if not isinstance(capabilities, dict):
             capabilities = {}
         return Initialize(
-            protocol_version=version,
-            load_session=load_session,
-            prompt_image=image,
-            prompt_audio=audio,
-            prompt_embedded_content=embedded,
+            protocol_version=info.protocol_version,
+            load_session=info.load_session,
+            prompt_image=info.prompt_image,
+            prompt_audio=info.prompt_audio,
+            prompt_embedded_content=info.prompt_embedded_content,
             auth_methods=tuple(AuthMethod(*m) for m in methods),
             agent_info=None if agent_info is None else json.loads(agent_info),
             raw=raw_object,
