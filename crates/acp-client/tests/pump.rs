@@ -515,3 +515,54 @@ fn an_agent_that_exits_ends_its_output_and_the_call() {
     assert!(result.is_err(), "{result:?}");
     assert!(agented.pump.conn.output_ended());
 }
+
+#[test]
+fn a_wait_for_exit_is_answered_when_the_terminal_exits() {
+    let turn = r#"say '{"jsonrpc":"2.0","id":"c1","method":"terminal/create","params":{"sessionId":"s","command":"sh","args":["-c","sleep 0.3"]}}'
+read -r created
+tid=$(printf '%s' "$created" | sed -n 's/.*"terminalId":"\([^"]*\)".*/\1/p')
+say "{\"jsonrpc\":\"2.0\",\"id\":\"w1\",\"method\":\"terminal/wait_for_exit\",\"params\":{\"sessionId\":\"s\",\"terminalId\":\"$tid\"}}"
+read -r exited
+say "$exited" >&2
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'"#;
+    let mut agented = start(turn, |config| {
+        config.capabilities = Some(acp_proto::host::HostCapabilities {
+            read_text_file: false,
+            write_text_file: false,
+            terminal: true,
+        });
+    });
+    let host = Host::new(HostConfig {
+        terminal_output_bytes: 1 << 16,
+        max_terminals: 4,
+        env: std::env::vars_os().collect(),
+        ..HostConfig::default()
+    });
+    let roots = host.open_roots(std::env::temp_dir().to_string_lossy().into_owned(), vec![]);
+    host.kill_switch().set_roots("s".into(), Some(roots));
+    agented.pump.host = host;
+    let mut edge = Recorder::default();
+    open(&mut agented, &mut edge);
+    let began = Instant::now();
+    let call = prompt(&mut agented.pump, None);
+    // Bounded: without the pump's terminal-wait step the turn never ends.
+    let until = Some(began + Duration::from_secs(10));
+    let result = agented.pump.run_until(&mut edge, Some(call), until);
+    assert!(matches!(result, Ok(Some(Outcome::Turn(_)))), "{result:?}");
+    assert_eq!(
+        edge.events,
+        [
+            "activity terminal/create",
+            "activity terminal/wait_for_exit"
+        ]
+    );
+    let answer = edge
+        .sent
+        .iter()
+        .find(|l| l.contains(r#""id":"w1""#))
+        .unwrap();
+    assert!(answer.contains(r#""exitCode":0"#), "{answer}");
+    // Answered after the exit (0.3 s), not at once, and well within 10 s.
+    assert!(began.elapsed() >= Duration::from_millis(250));
+    assert!(began.elapsed() < Duration::from_secs(10));
+}
