@@ -2,7 +2,6 @@
 //! `acp_client` (blocking calls: `calls`; the asyncio driver's steps: `aio`). Here: construction,
 //! the call lock, the published views, close, and a failed call's exception.
 
-use std::ffi::OsString;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -253,14 +252,17 @@ impl CoreClient {
             message_bytes: usize::try_from(settings.message_bytes).unwrap_or(usize::MAX),
         };
         let conn = Connection::new(settings.config, reader_limits).map_err(|e| to_pyerr(py, e))?;
-        // str through the file-system encoding (surrogate escapes too), as subprocess does.
-        let command: OsString = options.getattr("command")?.extract()?;
-        let cwd: Option<OsString> = options.getattr("cwd")?.extract()?;
+        let options::Spawn {
+            command,
+            args,
+            cwd,
+            env,
+        } = options.extract()?;
         let spawn = SpawnOptions {
             command: command.clone(),
-            args: options.getattr("args")?.extract()?,
+            args,
             cwd: cwd.clone(),
-            env: options.getattr("env")?.extract()?,
+            env,
             stderr: settings.stderr,
         };
         let (agent, mut pipes) = py.detach(|| process::spawn(&spawn)).map_err(|e| {
@@ -284,28 +286,27 @@ impl CoreClient {
         })?;
         let waker = Waker::new()?;
         pipes.set_waker(waker.fd());
-        let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
-            let value = options.getattr(name)?;
-            Ok((!value.is_none()).then(|| value.unbind()))
-        };
-        // A journal's own `update` as on_update: the driver records each update into it
+        let observer: options::Observer = options.extract()?;
+        // A journal's own `update` as on_update: the pump records each update into it
         // directly, and calls only the observer it wraps.
-        let on_update = get("on_update")?;
-        let hook = on_update.as_ref().and_then(|c| Hook::find(c.bind(py)));
+        let hook = observer
+            .on_update
+            .as_ref()
+            .and_then(|c| Hook::find(c.bind(py)));
         let (journal, on_update) = match hook {
             Some((hook, inner)) => (Some(hook), inner),
-            None => (None, on_update),
+            None => (None, observer.on_update),
         };
         let callbacks = Callbacks {
             on_update,
             journal,
-            permission_preview: get("permission_preview")?,
-            permission_commit: get("permission_commit")?,
-            on_sent: get("on_sent")?,
-            on_received: get("on_received")?,
-            fold: get("fold")?,
-            on_activity: get("on_activity")?,
-            durable: options.getattr("durable")?.is_truthy()?,
+            permission_preview: observer.permission_preview,
+            permission_commit: observer.permission_commit,
+            on_sent: observer.on_sent,
+            on_received: observer.on_received,
+            fold: observer.fold,
+            on_activity: observer.on_activity,
+            durable: observer.durable,
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();

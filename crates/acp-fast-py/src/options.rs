@@ -48,6 +48,45 @@ fn attr<'py, T: FromPyObjectOwned<'py>>(options: &Bound<'py, PyAny>, name: &str)
     options.getattr(name)?.extract::<T>().map_err(Into::into)
 }
 
+/// What spawning the agent reads from the option object: str through the file-system
+/// encoding (surrogate escapes too), as subprocess does.
+#[derive(FromPyObject)]
+pub(crate) struct Spawn {
+    #[pyo3(attribute)]
+    pub command: OsString,
+    #[pyo3(attribute)]
+    pub args: Vec<OsString>,
+    #[pyo3(attribute)]
+    pub cwd: Option<OsString>,
+    #[pyo3(attribute)]
+    pub env: Option<Vec<(OsString, OsString)>>,
+}
+
+fn truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    value.is_truthy()
+}
+
+/// The observer's callbacks as the option object gives them (None: not given).
+#[derive(FromPyObject)]
+pub(crate) struct Observer {
+    #[pyo3(attribute)]
+    pub on_update: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub permission_preview: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub permission_commit: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_sent: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_received: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub fold: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_activity: Option<Py<PyAny>>,
+    #[pyo3(attribute, from_py_with = truthy)]
+    pub durable: bool,
+}
+
 pub(crate) struct Options {
     pub config: Config,
     pub message_bytes: u64,
