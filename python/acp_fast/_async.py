@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -24,12 +23,9 @@ from ._async_session import Updates as Updates
 from ._calls import CoreCall, Plan
 from ._client import _ClientBase
 from ._convert import observer_answer
-from ._core import Update
-from ._errors import AgentProtocolError, AgentTransportFailed
+from ._core import CLIENT_CLOSED, Report, Update
+from ._errors import AgentProtocolError
 from ._types import PromptResult, ReaderStatus
-
-# The flags of a core step's report (see crates/acp-fast-py/src/aio.rs).
-_MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
 
 # Events handled per step before yielding to the loop's other callbacks: large enough that the
 # per-step cost (one Python call, one report) vanishes against the per-update cost, small
@@ -37,7 +33,6 @@ _MORE, _WRITE, _PAUSED, _ENDED, _STOPPED, _BACKLOG = 1, 2, 4, 8, 16, 32
 _BUDGET = 2048
 
 _T = TypeVar("_T")
-_Report = tuple[list[tuple[int, bool, Any]], list[tuple[int, Any]], list[int], int, float | None]
 
 
 class AsyncClient(_ClientBase[AsyncSession]):
@@ -98,7 +93,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             )
         core = self._live
         if core.closed:
-            raise RuntimeError("the client is closed: close() was called; make a new client")
+            raise RuntimeError(CLIENT_CLOSED)
         self._fds = core.aio_attach()
         stdout, _stdin, waker, exit_fd = self._fds
         self._loop = loop
@@ -150,11 +145,10 @@ class AsyncClient(_ClientBase[AsyncSession]):
             self._step_soon = True
             loop.call_soon(self._step)
 
-    def _apply(self, report: _Report) -> None:
+    def _apply(self, report: Report) -> None:
         """Completes what the core finished and arranges what it asks of the loop."""
-        done, asks, cancelled, flags, timeout = report
         futures = self._futures
-        for call_id, ok, value in done:
+        for call_id, ok, value in report.done:
             future = futures.pop(call_id, None)
             if future is None or future.done():
                 continue
@@ -162,31 +156,31 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 future.set_result(value)
             else:
                 future.set_exception(value)
-        for token, awaitable in asks:
+        for token, awaitable in report.asks:
             task = asyncio.ensure_future(awaitable)
             self._asks[token] = task
             task.add_done_callback(lambda t, token=token: self._asked(token, t))
-        for token in cancelled:
+        for token in report.cancelled:
             pending = self._asks.get(token)
             if pending is not None:
                 pending.cancel()
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        if flags & _ENDED and self._live.closed:
+        if report.ended and self._live.closed:
             # close() from a callback inside a step could not release the pipes then.
             self._detach()
             self._live.close()
             return
         stdout, stdin, _waker, _exit = self._fds
-        if flags & _WRITE:
+        if report.write:
             if not self._writing and stdin >= 0:
                 loop.add_writer(stdin, self._on_writable)
                 self._writing = True
         elif self._writing:
             loop.remove_writer(stdin)
             self._writing = False
-        if flags & _STOPPED and self._stop_error is None:
+        if report.stopped and self._stop_error is None:
             stop_error = AgentProtocolError(
                 "the client stopped (a callback raised or the observer lacks one; see the "
                 "error the pending call raised); only close() is accepted"
@@ -195,27 +189,27 @@ class AsyncClient(_ClientBase[AsyncSession]):
             stop_error.__cause__ = self._live.stop_cause
             self._stop_error = stop_error
             self._end_subscriptions(None, stop_error)
-        if flags & (_ENDED | _PAUSED):
+        if report.ended or report.paused:
             if self._reading:
                 loop.remove_reader(stdout)
                 self._reading = False
-            self._paused = bool(flags & _PAUSED) and not flags & _ENDED
-        if flags & _BACKLOG and not flags & _ENDED:
+            self._paused = report.paused and not report.ended
+        if report.backlog and not report.ended:
             if self._reading:
                 loop.remove_reader(stdout)
                 self._reading = False
             self._backlogged = True
         elif self._backlogged:
             self._backlogged = False
-            if not flags & _ENDED:
+            if not report.ended:
                 self._resume_reading()
-        if flags & _MORE and not flags & _PAUSED:
+        if report.more and not report.paused:
             self._schedule_step()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if timeout is not None:
-            self._timer = loop.call_later(timeout, self._on_timer)
+        if report.timeout is not None:
+            self._timer = loop.call_later(report.timeout, self._on_timer)
 
     def _asked(self, token: int, task: asyncio.Future[Any]) -> None:
         """An awaited `on_permission` finished: decide its request."""
@@ -348,40 +342,8 @@ class AsyncClient(_ClientBase[AsyncSession]):
         """The one place the asyncio client makes a plan's core call: begun on the core, then
         awaited (`_call`)."""
         self._bind()
-        if call.name == "start":
-            return await self._handshake(*call.args)
-        begun = getattr(self._live, "aio_begin_" + call.name)(*call.args)
+        begun = getattr(self._live, call.name)(*call.args).begin()
         return await self._call(begun, turn_session=call.turn)
-
-    async def _handshake(self, cwd: str, new_session: bool, timeout: float | None) -> Any:
-        """`start()`'s core calls under its timeout: ``initialize``, then (``new_session``)
-        ``session/new``; the session id or None. (The blocking core's ``start`` does this in
-        one call.) Errors are marked as the handshake's, for `_options._connect_failure`."""
-        core = self._live
-        deadline = None if timeout is None else time.monotonic() + timeout
-
-        async def step(call_id: int) -> Any:
-            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                return await asyncio.wait_for(self._call(call_id), wait)
-            except TimeoutError:
-                reason = (
-                    f"start() timed out after {timeout} s; only close() is accepted "
-                    "(and request_cancel())"
-                )
-                core.stop(reason)
-                core.request_cancel()
-                error = AgentProtocolError(reason)
-                error._acp_handshake = True  # type: ignore[attr-defined]
-                raise error from None
-            except (AgentProtocolError, AgentTransportFailed) as error:
-                error._acp_handshake = True  # type: ignore[union-attr]
-                raise
-
-        await step(core.aio_begin_initialize())
-        if not new_session:
-            return None
-        return await step(core.aio_begin_new_session(cwd, None, []))
 
     async def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
         """Sends `initialize`, then `session/new` in `cwd` (the default session). Handshake

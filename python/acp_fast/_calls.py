@@ -22,8 +22,7 @@ from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
 from ._agent_spec import ask_mode_to_set
 from ._convert import content_tuples, decode_list, session_infos, turn_result
-from ._errors import AgentProtocolError, AgentTransportFailed, ConnectError, TurnTimeout
-from ._options import _connect_failure
+from ._errors import ConnectError, TurnTimeout
 from ._types import Initialize, Modes, PromptResult, Text, TurnResult
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def run(client: ClientLike[Any], plan: Plan[_T]) -> _T:
         call = plan.send(None)
         while True:
             try:
-                value = getattr(client._live, call.name)(*call.args)
+                value = getattr(client._live, call.name)(*call.args).run()
             except BaseException as error:  # the plan decides (KeyboardInterrupt included)
                 call = plan.throw(error)
             else:
@@ -155,43 +154,16 @@ def start(client: ClientLike[Any], new_session: bool, timeout: float | None) -> 
     check_timeout(timeout)
     cwd = _spawn_args.session_cwd(client._cwd)
     try:
+        # One core call: initialize, then session/new, under the core's start deadline. The
+        # core raises ConnectError itself (with the authentication hint on -32000) and stops
+        # the client unless the agent asked for authentication (design §6).
         session_id = yield CoreCall("start", (cwd, new_session, timeout))
-    except (AgentProtocolError, AgentTransportFailed) as error:
-        if not _connect_failure(error):
-            raise
-        failure = connect_error(client, error)
-        core = client._live
-        if failure.code != -32000 and not core.stopped:
-            # Only "authentication required" leaves a usable client (design §6).
-            core.stop(
-                f"start() failed ({error}); only close() is accepted (and request_cancel())",
-                failure,
-            )
+    except ConnectError as failure:
         _telemetry.started(client, failure)
-        raise failure from error
+        raise
     _telemetry.started(client)
     if session_id is not None:
         yield from ask_host(client, client._opened(session_id, cwd, ()))
-
-
-def connect_error(
-    client: ClientLike[Any], error: AgentProtocolError | AgentTransportFailed
-) -> ConnectError:
-    """A failed handshake as the `ConnectError` `start()` raises."""
-    text = str(error)
-    if not isinstance(error, AgentProtocolError):
-        # The agent exited before it read `initialize`: the same failure as its output
-        # ending, so the same class whatever `stderr=` is (first-use.md §1).
-        return ConnectError(f"the agent exited during start(): {text}", agent_id=client.agent_id)
-    if error.code == -32000:
-        methods = ", ".join(m.id for m in client.initialize.auth_methods) or "none offered"
-        text += (
-            f" (authentication required: the agent offers {methods}; call "
-            "start(new_session=False), authenticate(method_id), then new_session())"
-        )
-    return ConnectError(
-        text, agent_id=client.agent_id, code=error.code, message=error.message, data=error.data
-    )
 
 
 def new_session(

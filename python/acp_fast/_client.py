@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import _calls, _convert, _core, _shutdown, _spawn_args
 from . import telemetry as _telemetry
-from ._core import Update
+from ._core import CLIENT_CLOSED, Update
 from ._host import activity_callback, capability_tuple
 from ._options import ClientInfo, _check_options, _check_type, _CoreOptions, _journal_epoch
 from ._session import Session, _SessionBase
@@ -359,7 +359,16 @@ class _ClientBase(Generic[_S]):
     def reader_status(self) -> ReaderStatus:
         """A snapshot of the line reader (`ReaderStatus`): its limit, buffer, longest line
         seen, rejected lines and whether reading has stopped."""
-        return ReaderStatus(*self._live.reader_status())
+        s = self._live.reader_status()
+        return ReaderStatus(
+            s.phase,
+            s.message_bytes,
+            s.storage_bytes,
+            s.buffered_bytes,
+            s.high_water_message_bytes,
+            s.rejected_message_count,
+            s.terminal,
+        )
 
     @property
     def agent_error(self) -> str | None:
@@ -417,7 +426,7 @@ class _ClientBase(Generic[_S]):
         agent's: not `AgentProtocolError`)."""
         core = self._core
         if core is None or core.closed:
-            raise RuntimeError("the client is closed: close() was called; make a new client")
+            raise RuntimeError(CLIENT_CLOSED)
 
     def _default_session(self) -> _S:
         self._check_usable()

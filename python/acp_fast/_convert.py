@@ -174,19 +174,12 @@ def decode_list(raw: str | None, kind: str) -> tuple[Any, ...] | None:
 
 
 def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
-    """The core's turn tuple as a `TurnResult`; with ``typed`` False the record of the turn
+    """The core's `Turn` record as a `TurnResult`; with ``typed`` False the record of the turn
     (tool calls, plan, commands, usage) is left out rather than decoded."""
-    (
-        response,
-        stop_reason,
-        overflow,
-        session_id,
-        tool_calls,
-        plan,
-        commands,
-        usage,
-        current_mode_id,
-    ) = payload
+    response, stop_reason, overflow = payload.response, payload.stop_reason, payload.overflow
+    session_id, tool_calls, plan = payload.session_id, payload.tool_calls, payload.plan
+    commands, usage = payload.available_commands, payload.usage
+    current_mode_id = payload.current_mode_id
     record = None
     if overflow is not None:
         kind, admitted_bytes, admitted_segments, withheld = overflow
@@ -231,7 +224,7 @@ def initialize(info: Any) -> Initialize:
     """The core's record of the ``initialize`` answer (None before `start`) as `Initialize`."""
     if info is None:
         return Initialize()
-    version, load_session, image, audio, embedded, methods, agent_info, raw = info
+    methods, agent_info, raw = info.auth_methods, info.agent_info, info.raw
     from . import model
 
     raw_object = json.loads(raw)
@@ -239,11 +232,11 @@ def initialize(info: Any) -> Initialize:
     if not isinstance(capabilities, dict):
         capabilities = {}
     return Initialize(
-        protocol_version=version,
-        load_session=load_session,
-        prompt_image=image,
-        prompt_audio=audio,
-        prompt_embedded_content=embedded,
+        protocol_version=info.protocol_version,
+        load_session=info.load_session,
+        prompt_image=info.prompt_image,
+        prompt_audio=info.prompt_audio,
+        prompt_embedded_content=info.prompt_embedded_content,
         auth_methods=tuple(AuthMethod(*m) for m in methods),
         agent_info=None if agent_info is None else json.loads(agent_info),
         raw=raw_object,

@@ -103,7 +103,7 @@ def activity_line(activity: ClientActivity) -> str:
 
 
 #: What the core appends to a failed `terminal/create`'s message when the command looked like a
-#: shell line and no `terminal_shell` was set (crates/acp-fast-py/src/host.rs, NO_SHELL_HINT).
+#: shell line and no `terminal_shell` was set (crates/acp-client/src/host/serve.rs, NO_SHELL_HINT).
 _NO_SHELL_MARK = "the command was run without a shell"
 
 SHELL_HINT = (

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _core
 from ._core import Update
-from ._errors import AgentProtocolError, AgentTransportFailed, InvalidLimits
+from ._errors import InvalidLimits
 from ._types import (
     ClientActivity,
     ClientCapabilityConfig,
@@ -148,21 +148,6 @@ def _journal_epoch(observer: object) -> int | None:
             "no later epoch exists: pass transport_epoch= yourself or start a new journal"
         )
     return epoch
-
-
-def _connect_failure(error: AgentProtocolError | AgentTransportFailed) -> bool:
-    """The handshake failures `start()` reports as `ConnectError` (design §6): an error answer,
-    another protocol version, the output ending, the timeout. Other faults (invalid JSON, an
-    unexpected message) stay plain `AgentProtocolError`, as in wave 1."""
-    if not getattr(error, "_acp_handshake", False):
-        return False  # a usage error (closed, forked, stopped), raised before anything was sent
-    if isinstance(error, AgentTransportFailed):
-        return True  # the agent exited before it read initialize: its stdin is closed
-    text = str(error)
-    return error.code is not None or any(
-        marker in text
-        for marker in ("output ended", "protocol version", "protocolVersion", "start() timed out")
-    )
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class _SessionBase:
         info = self._info()
         if info is None:
             return Modes()
-        current, available = info[0]
+        current, available = info.modes
         return Modes(current=current, available=tuple(Mode(*m) for m in available))
 
     @property
@@ -87,20 +87,22 @@ class _SessionBase:
         info = self._info()
         if info is None:
             return Models()
-        current, available = info[1]
+        current, available = info.models
         return Models(current=current, available=tuple(ModelOption(*m) for m in available))
 
     @property
     def config_options(self) -> tuple[Any, ...]:
         """The session's config options (``acp_fast.model.SessionConfigOption``)."""
         info = self._info()
-        return () if info is None else (decode_list(info[2], "SessionConfigOption") or ())
+        return (
+            () if info is None else (decode_list(info.config_options, "SessionConfigOption") or ())
+        )
 
     @property
     def available_commands(self) -> tuple[Any, ...]:
         """The slash commands the agent offers (``acp_fast.model.AvailableCommand``)."""
         info = self._info()
-        return () if info is None else (decode_list(info[3], "AvailableCommand") or ())
+        return () if info is None else (decode_list(info.commands, "AvailableCommand") or ())
 
     @property
     def state(self) -> Any:

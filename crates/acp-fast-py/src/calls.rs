@@ -1,186 +1,160 @@
-//! The calls of `CoreClient` that talk to the agent: the handshake, sessions, turns and their
-//! control. Each queues a request on the `Connection` and drives it to its end (`run`).
+//! The blocking driver of `CoreClient` (`run`: a call queued on the `Connection`, the pump run
+//! until it ends; `start()`'s two steps), and the controls that are not calls: cancel, drain,
+//! the policy, a session's roots.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 
+use acp_client::controls::lock;
+use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::Outcome;
+use acp_proto::{Connection, Outcome};
 
-use crate::client::{deadline, lock, CoreClient, TurnTuple, TURN_TIMED_OUT};
-use crate::errors::to_pyerr;
+use crate::client::CoreClient;
+use crate::errors::CallError;
 use crate::options;
-use crate::prepared::{Owned, Prepared};
+use crate::prepared::Prepared;
+use crate::reply::ReplyBuilder;
+use crate::state::Locked;
+
+/// A call's own outcome, or its own failure (a turn's timeout is a status, not an error).
+type Outcomes = Result<Option<Outcome>, AcpError>;
+
+impl CoreClient {
+    /// Runs one call: `start` queues it on the connection, then the pump drives it to its end;
+    /// `finish` makes its value of the outcome, the updates delivered and the reply of `turn`.
+    fn run<T>(
+        &self,
+        py: Python<'_>,
+        until: Option<Instant>,
+        turn: Option<&str>,
+        start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
+        finish: impl FnOnce(Outcomes, u64, ReplyBuilder) -> Result<T, CallError>,
+    ) -> PyResult<T> {
+        self.run_raw(py, until, turn, start, finish)
+            .map_err(|error| self.call_error(py, error))
+    }
+
+    /// `run`, its error not yet made an exception (`start()` makes some `ConnectError`s).
+    fn run_raw<T>(
+        &self,
+        py: Python<'_>,
+        until: Option<Instant>,
+        turn: Option<&str>,
+        start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
+        finish: impl FnOnce(Outcomes, u64, ReplyBuilder) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let mut guard = self.enter(py)?;
+        let Locked {
+            pump,
+            callbacks,
+            replies,
+            ..
+        } = &mut *guard;
+        self.drain_stderr_in_thread();
+        let controls = Arc::clone(&self.shared.controls);
+        // A cancel() queued while no turn ran has nothing to cancel.
+        controls.clear_cancels();
+        let result = (|| -> Result<T, CallError> {
+            let mut edge = self.edge(py, callbacks, replies);
+            // What the agent sent since the last call (updates after a response) is handled
+            // first, so it is not taken for part of this call (a new turn's reply, say).
+            pump.run_until(&mut edge, None, Some(Instant::now()))?;
+            pump.set_now();
+            let call = start(&mut pump.conn)?;
+            if let Some(session) = turn {
+                edge.replies()
+                    .insert(session.to_owned(), ReplyBuilder::default());
+            }
+            // The call's own failure (a turn's timeout is its "timeout" status) goes to `finish`.
+            let outcome = match pump.run_until(&mut edge, call, until) {
+                Ok(outcome) => Ok(outcome),
+                Err(acp_client::Error::Acp(error)) => Err(error),
+                Err(other) => return Err(other.into()),
+            };
+            let delivered = edge.delivered;
+            let reply = turn
+                .and_then(|s| edge.replies().remove(s))
+                .unwrap_or_default();
+            finish(outcome, delivered, reply)
+        })();
+        if let Some(session) = turn {
+            replies.remove(session);
+        }
+        self.publish(&pump.conn);
+        // A cancel() that arrived as the call ended targeted a turn that is over.
+        controls.clear_cancels();
+        if controls.is_closed() {
+            pump.pipes = None;
+            *lock(&controls.waker) = None;
+        }
+        result
+    }
+
+    /// Runs a prepared call to its end on the blocking driver.
+    pub(crate) fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
+        self.run(
+            py,
+            None,
+            call.turn_session(),
+            |conn| call.start(conn),
+            |outcome, _, reply| call.value(py, reply, outcome),
+        )
+    }
+    /// `initialize`, then (with `new_session`) `session/new` in `cwd`; the new session's id.
+    /// Handshake failures raise `ConnectError`; on expiry of `timeout` (the connection's start
+    /// deadline) the agent's group is signalled and the client stopped.
+    pub(crate) fn start_blocking(
+        &self,
+        py: Python<'_>,
+        first: Prepared,
+    ) -> PyResult<Option<String>> {
+        let result = (|| -> Result<Option<String>, CallError> {
+            let mut call = first;
+            loop {
+                let outcome = self.run_raw(
+                    py,
+                    None,
+                    None,
+                    |conn| call.start(conn),
+                    |outcome, _, _| Ok(outcome?),
+                )?;
+                let outcome =
+                    outcome.ok_or_else(|| AcpError::protocol("start() ended without an answer"))?;
+                if let Outcome::SessionOpened(id) = outcome {
+                    return Ok(Some(id));
+                }
+                match call.next_step(CallId(0), &Ok(outcome)) {
+                    Some(next) => call = Prepared(next),
+                    None => return Ok(None),
+                }
+            }
+        })();
+        // Another thread's call holds the lock only when this one never started (a usage
+        // error): then there is no handshake to end.
+        let Some(mut locked) = self.try_locked() else {
+            return result.map_err(|error| self.call_error(py, error));
+        };
+        let conn = &mut locked.pump.conn;
+        // The handshake is over (or failed): its deadline no longer applies.
+        conn.set_start_deadline(None);
+        result.map_err(|error| self.connect_error(py, conn, error))
+    }
+}
 
 #[pymethods]
 impl CoreClient {
-    /// `initialize`, then (with `new_session`) `session/new` in `cwd`; the new session's id.
-    /// On expiry of `timeout` the agent's group is signalled and the client stopped.
-    #[pyo3(signature = (cwd, new_session, timeout=None))]
-    fn start(
-        &self,
-        py: Python<'_>,
-        cwd: String,
-        new_session: bool,
-        timeout: Option<f64>,
-    ) -> PyResult<Option<String>> {
-        let until = deadline(py, timeout, "timeout")?.map(|d| Instant::now() + d);
-        drop(self.enter(py)?); // usage errors (closed, forked, stopped) are not handshake errors
-                               // Errors past this point came from the handshake: the facade raises them as ConnectError.
-        let mark = |error: PyErr| -> PyErr {
-            let _ = error.value(py).setattr("_acp_handshake", true);
-            error
-        };
-        let step = |this: &Self, call: Prepared| -> PyResult<Option<Outcome>> {
-            let outcome = this.run(py, until, |conn| call.start(conn), |_, outcome| Ok(outcome));
-            if outcome.as_ref().is_ok_and(Option::is_none) {
-                // The deadline passed before the answer: stop the agent and the client.
-                let reason = format!(
-                    "start() timed out after {} s; only close() is accepted (and request_cancel())",
-                    timeout.unwrap_or(0.0)
-                );
-                if let Ok(mut driven) = this.call.try_lock() {
-                    driven.conn.stop(reason.clone());
-                }
-                this.stop_agent(py, false);
-                return Err(to_pyerr(py, AcpError::protocol(reason)));
-            }
-            outcome
-        };
-        step(self, Prepared(Owned::Initialize)).map_err(mark)?;
-        if !new_session {
-            return Ok(None);
-        }
-        match step(
-            self,
-            Prepared(Owned::NewSession {
-                cwd,
-                directories: Vec::new(),
-                servers: None,
-            }),
-        )
-        .map_err(mark)?
-        {
-            Some(Outcome::SessionOpened(id)) => Ok(Some(id)),
-            _ => Ok(None),
-        }
-    }
-
-    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
-    fn new_session(
-        &self,
-        py: Python<'_>,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-    ) -> PyResult<String> {
-        let call = Prepared::new_session(cwd, mcp_servers, additional_directories)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
-    fn load_session(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        additional_directories: Vec<String>,
-        resume: bool,
-    ) -> PyResult<String> {
-        let call =
-            Prepared::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    /// Every page's sessions, as JSON object texts.
-    #[pyo3(signature = (cwd=None))]
-    fn list_sessions(&self, py: Python<'_>, cwd: Option<String>) -> PyResult<Vec<String>> {
-        self.blocking(py, &Prepared(Owned::ListSessions(cwd)))?
-            .extract(py)
-    }
-
-    fn delete_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::DeleteSession(session_id)))
-            .map(drop)
-    }
-
-    fn authenticate(&self, py: Python<'_>, method_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::Authenticate(method_id)))
-            .map(drop)
-    }
-
-    fn logout(&self, py: Python<'_>) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::Logout)).map(drop)
-    }
-
-    fn set_mode(&self, py: Python<'_>, session_id: String, mode_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::SetMode(session_id, mode_id)))
-            .map(drop)
-    }
-
-    fn set_model(&self, py: Python<'_>, session_id: String, model_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::SetModel(session_id, model_id)))
-            .map(drop)
-    }
-
-    /// The session's config options after the call (JSON array text), if any.
-    fn set_config_option(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        config_id: String,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<String>> {
-        let call = Prepared::set_config_option(session_id, config_id, value)?;
-        self.blocking(py, &call)?.extract(py)
-    }
-
-    /// Closes a session (writing `session/close` only when the agent advertises it).
-    fn close_session(&self, py: Python<'_>, session_id: String) -> PyResult<()> {
-        self.blocking(py, &Prepared(Owned::CloseSession(session_id)))
-            .map(drop)
-    }
-
-    /// One turn of content-block tuples on `session_id`.
-    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
-    fn prompt(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        blocks: &Bound<'_, PyList>,
-        timeout: Option<f64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    ) -> PyResult<TurnTuple> {
-        let call = Prepared::prompt(py, session_id, blocks, timeout, gated, meta)?;
-        match self.blocking(py, &call) {
-            Ok(value) => {
-                let (status, turn): (String, Py<PyAny>) = value.extract(py)?;
-                Ok((if status == "late" { "late" } else { "ok" }, Some(turn)))
-            }
-            Err(error)
-                if error.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py)
-                    && error.value(py).to_string() == TURN_TIMED_OUT =>
-            {
-                Ok(("timeout", None))
-            }
-            Err(error) => Err(error),
-        }
-    }
-
     /// Trips the cancel latch of the session's turn (one `session/cancel`); any thread, never
     /// blocks, does nothing without a turn in flight.
     fn cancel(&self, session_id: String) {
-        if !self.shared.asynchronous.load(Ordering::Relaxed) && self.call.try_lock().is_ok() {
+        let controls = &self.shared.controls;
+        if !controls.asynchronous.load(Ordering::Relaxed) && self.call.try_lock().is_ok() {
             return; // no call runs, so no turn is in flight
         }
-        lock(&self.shared.cancels).push(session_id);
-        self.shared.cancel_pending.store(true, Ordering::SeqCst);
-        self.shared.wake();
+        controls.queue_cancel(session_id);
     }
 
     /// Reads and handles for up to `timeout` seconds; the number of updates delivered.
@@ -191,14 +165,43 @@ impl CoreClient {
             )));
         }
         let until = Instant::now() + Duration::from_secs_f64(timeout);
-        self.run(py, Some(until), |_| Ok(None), |run, _| Ok(run.delivered))
+        self.run(
+            py,
+            Some(until),
+            None,
+            |_| Ok(None),
+            |outcome, delivered, _| outcome.map(|_| delivered).map_err(CallError::from),
+        )
     }
 
     /// The permission policy for later calls: `PermissionPolicy`-like object.
     fn set_policy(&self, py: Python<'_>, policy: &Bound<'_, PyAny>) -> PyResult<()> {
         let policy = options::read_policy(policy)?;
-        let mut driven = self.enter(py)?;
-        driven.conn.set_policy(policy);
+        let mut locked = self.enter(py)?;
+        locked.pump.conn.set_policy(policy);
         Ok(())
+    }
+
+    /// Sets a session's roots (design/host.md §2): its cwd, the config's and its own
+    /// additional directories, each kept as given and as its realpath, taken now.
+    fn host_roots(
+        &self,
+        py: Python<'_>,
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+    ) -> PyResult<()> {
+        let locked = self.enter(py)?;
+        let host = &locked.pump.host;
+        // Opened now, without the GIL (a directory on a slow mount must not stall Python).
+        let roots = py.detach(|| host.open_roots(cwd, directories));
+        self.host_kill.set_roots(session_id, Some(roots));
+        Ok(())
+    }
+
+    /// Forgets a closed session's roots (their descriptors close) and releases its terminals;
+    /// needs no call lock, so it works while another session's call runs.
+    fn host_forget(&self, py: Python<'_>, session_id: String) {
+        py.detach(|| self.host_kill.forget(&session_id));
     }
 }

@@ -1,101 +1,38 @@
-//! `_core.CoreClient`: one agent process and its `Connection`, driven by the blocking loop of
-//! `driver`. The facade (`acp_fast._client`) turns its tuples into the typed records.
+//! `_core.CoreClient`: one agent process and its `Connection`, driven by the pump of
+//! `acp_client` (blocking calls: `calls`; the asyncio driver's steps: `aio`). Here: construction,
+//! the call lock, the published views, close, and a failed call's exception.
 
-use std::collections::HashMap;
-use std::ffi::OsString;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 use pyo3::{PyTraverseError, PyVisit};
 
+use acp_client::controls::lock;
+use acp_client::host::{Host, KillSwitch};
+use acp_client::{Controls, Pump};
 use acp_os::io::Waker;
 use acp_os::process::{self, Agent, SpawnOptions};
-use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
 use acp_proto::reader;
-use acp_proto::results::{InitializeInfo, NamedEntry};
-use acp_proto::session::TurnOutcome;
-use acp_proto::{Connection, Outcome};
+use acp_proto::Connection;
 
-use crate::driver::{Callbacks, Driven, Run};
+use crate::edge::PyEdge;
 use crate::errors::{to_pyerr, CallError};
 use crate::journal::Hook;
 use crate::options;
-use crate::prepared::Prepared;
-use crate::reply::ReplyBuilder;
-
-/// The marker of a turn given up after its timeout and grace, turned into a status by `prompt`.
-pub(crate) const TURN_TIMED_OUT: &str = "acp-fast: the turn timed out past its cancel grace";
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Flags other threads set while a call runs.
-#[derive(Default)]
-pub(crate) struct Flags {
-    pub closed: AtomicBool,
-    pub cancel_requested: AtomicBool,
-    pub interrupted: AtomicBool,
-    pub next_update_sequence: AtomicU64,
-}
-
-/// What other threads share with the running call.
-pub(crate) struct Shared {
-    pub flags: Flags,
-    /// Sessions whose turn another thread cancelled; the driver takes them per line.
-    pub cancels: Mutex<Vec<String>>,
-    /// Set with each push to `cancels`, so the driver takes the lock only when there is work.
-    pub cancel_pending: AtomicBool,
-    /// Released with the pipes when the client closes (its fds must not outlive `close()`).
-    pub waker: Mutex<Option<Waker>>,
-    /// The exception that stopped the client, set as `__cause__` of later calls' errors.
-    pub stop_cause: Mutex<Option<Py<PyAny>>>,
-    /// The driver's clock starts here.
-    pub epoch: Instant,
-    /// Driven by an asyncio loop (`aio_attach`): no call holds the lock while a turn runs.
-    pub asynchronous: AtomicBool,
-}
-
-impl Shared {
-    pub fn wake(&self) {
-        if let Some(waker) = lock(&self.waker).as_ref() {
-            waker.wake();
-        }
-    }
-}
-
-#[derive(Clone, Default)]
-pub(crate) struct SessionView {
-    modes: (String, Vec<NamedEntry>),
-    models: (String, Vec<NamedEntry>),
-    config_options: Option<String>,
-    commands: Option<String>,
-}
-
-/// What properties read while a call may be running (they must not need the call's lock).
-#[derive(Default)]
-struct Published {
-    initialize: Option<InitializeInfo>,
-    agent_error: Option<String>,
-    reader: Option<reader::Status>,
-    sessions: HashMap<String, SessionView>,
-    open: Vec<String>,
-}
+use crate::state::{Callbacks, Locked, Published, Shared, Views};
 
 #[pyclass(module = "acp_fast._core", name = "CoreClient")]
 pub struct CoreClient {
-    pub(crate) call: Mutex<Driven>,
+    /// The state behind the call lock.
+    pub(crate) call: Mutex<Locked>,
     /// Kills the agent's terminals from any thread (request_cancel, close).
-    pub(crate) host_kill: crate::host::KillSwitch,
+    pub(crate) host_kill: KillSwitch,
     agent: Mutex<Option<Agent>>,
-    published: Mutex<Published>,
+    pub(crate) published: Published,
     pub(crate) shared: Shared,
     pub(crate) pid: u32,
     /// The process that made this client; after fork() the child may not use it.
@@ -103,45 +40,9 @@ pub struct CoreClient {
     pub(crate) stderr_tail: Option<std::sync::Arc<process::StderrTail>>,
 }
 
-/// `("ok" | "late" | "timeout", payload)`: a turn, a turn whose timeout fired before its
-/// answer (within the grace), or a timed-out turn given up.
-pub(crate) type TurnTuple = (&'static str, Option<Py<PyAny>>);
-
-fn named(py: Python<'_>, entries: &[NamedEntry]) -> PyResult<Py<PyAny>> {
-    let list = PyList::empty(py);
-    for e in entries {
-        list.append((&e.id, &e.name, &e.description))?;
-    }
-    Ok(list.into_any().unbind())
-}
-
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
-        _ => format!("ended ({status})"),
-    }
-}
-
-pub(crate) fn deadline(
-    py: Python<'_>,
-    seconds: Option<f64>,
-    name: &str,
-) -> PyResult<Option<Duration>> {
-    let _ = py;
-    match seconds {
-        None => Ok(None),
-        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{name} must be a positive number of seconds (got {s})"
-        ))),
-    }
-}
-
 impl CoreClient {
     /// Takes the call lock, or explains why no call can run now.
-    pub(crate) fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Driven>> {
+    pub(crate) fn enter(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Locked>> {
         if !self.owned_here() {
             return Err(to_pyerr(
                 py,
@@ -152,13 +53,11 @@ impl CoreClient {
                 )),
             ));
         }
-        if self.shared.flags.closed.load(Ordering::SeqCst) {
+        if self.shared.controls.is_closed() {
             // A usage error, not the agent's fault (first-use.md §1): RuntimeError.
             return Err(to_pyerr(
                 py,
-                AcpError::Misuse(
-                    "the client is closed: close() was called; make a new client".into(),
-                ),
+                AcpError::Misuse(acp_client::pump::CLOSED.into()),
             ));
         }
         let guard = match self.call.try_lock() {
@@ -168,7 +67,7 @@ impl CoreClient {
                 "another call is running on this client (calls run one at a time; only request_cancel(), close() and Session.cancel() may be called meanwhile)",
             )),
         };
-        if let Some(reason) = guard.conn.stopped() {
+        if let Some(reason) = guard.pump.conn.stopped() {
             return Err(self.stopped_error(py, reason));
         }
         Ok(guard)
@@ -182,69 +81,29 @@ impl CoreClient {
         error
     }
 
-    fn publish(&self, driven: &Driven) {
-        let conn = &driven.conn;
-        let mut published = lock(&self.published);
-        published.initialize = conn.initialize().cloned();
-        published.agent_error = conn.agent_error().map(str::to_owned);
-        published.reader = Some(conn.reader_status());
-        published.open = conn.session_ids().map(str::to_owned).collect();
-        let mut views = HashMap::new();
-        for id in &published.open {
-            views.insert(id.clone(), view(conn, id));
-        }
-        published.sessions = views;
+    /// Publishes everything after a call (with the call lock held).
+    pub(crate) fn publish(&self, conn: &Connection) {
+        self.published.all(conn);
         self.shared
-            .flags
+            .controls
             .next_update_sequence
             .store(conn.next_update_sequence(), Ordering::Relaxed);
     }
 
-    pub(crate) fn publish_session(&self, conn: &Connection, session_id: &str) {
-        lock(&self.published)
-            .sessions
-            .insert(session_id.to_owned(), view(conn, session_id));
-    }
-
-    /// Runs one call: `start` queues it on the connection, then the loop drives it to its end.
-    pub(crate) fn run<T>(
-        &self,
-        py: Python<'_>,
-        until: Option<Instant>,
-        start: impl FnOnce(&mut Connection) -> Result<Option<CallId>, AcpError>,
-        finish: impl FnOnce(&mut Run<'_, '_>, Option<Outcome>) -> Result<T, CallError>,
-    ) -> PyResult<T> {
-        let mut guard = self.enter(py)?;
-        let driven = &mut *guard;
-        self.drain_stderr_in_thread();
-        // A cancel() queued while no turn ran has nothing to cancel.
-        lock(&self.shared.cancels).clear();
-        let result = (|| -> Result<T, CallError> {
-            // What the agent sent since the last call (updates after a response) is handled
-            // first, so it is not taken for part of this call (a new turn's reply, say).
-            let mut run = Run::new(py, self);
-            run.drive(driven, None, Some(Instant::now()))?;
-            driven
-                .conn
-                .set_now(self.shared.epoch.elapsed().as_millis() as u64);
-            let call = start(&mut driven.conn)?;
-            let outcome = run.drive(driven, call, until)?;
-            finish(&mut run, outcome)
-        })();
-        self.publish(driven);
-        // A cancel() that arrived as the call ended targeted a turn that is over.
-        lock(&self.shared.cancels).clear();
-        if self.shared.flags.closed.load(Ordering::SeqCst) {
-            driven.pipes = None;
-            *lock(&self.shared.waker) = None;
-        }
-        result.map_err(|error| self.call_error(py, error))
+    /// The edge of a pass of the pump over `locked` (split from its pump by the caller).
+    pub(crate) fn edge<'py, 'a>(
+        &'a self,
+        py: Python<'py>,
+        callbacks: &'a Callbacks,
+        replies: &'a mut crate::reply::Replies,
+    ) -> PyEdge<'py, 'a> {
+        PyEdge::new(py, callbacks, replies, &self.shared, &self.published)
     }
 
     /// The blocking driver drains the agent's stderr with a thread, started at its first call
     /// (the asyncio driver reads it from the loop instead: async.md §2, no thread per agent).
-    fn drain_stderr_in_thread(&self) {
-        if self.stderr_tail.is_none() || self.shared.asynchronous.load(Ordering::Relaxed) {
+    pub(crate) fn drain_stderr_in_thread(&self) {
+        if self.stderr_tail.is_none() || self.shared.controls.asynchronous.load(Ordering::Relaxed) {
             return;
         }
         if let Some(agent) = lock(&self.agent).as_mut() {
@@ -267,22 +126,83 @@ impl CoreClient {
                 self.explain_end(py, &mut description);
                 to_pyerr(py, AcpError::AgentTransportFailed(description))
             }
-            // The prompt call reports this one as its "timeout" status.
-            CallError::Acp(AcpError::TurnTimeout { .. }) => {
-                pyo3::exceptions::PyTimeoutError::new_err(TURN_TIMED_OUT)
-            }
             other => other.into_pyerr(py),
         }
     }
 
-    /// Runs a prepared call to its end on the blocking driver.
-    pub(crate) fn blocking(&self, py: Python<'_>, call: &Prepared) -> PyResult<Py<PyAny>> {
-        self.run(
-            py,
-            None,
-            |conn| call.start(conn),
-            |run, outcome| call.value(py, std::mem::take(&mut run.reply), outcome),
-        )
+    /// A failed `start()` step's exception: what fails to connect (design §6: an error
+    /// answer, another protocol version, the output ending, the deadline) is a `ConnectError`
+    /// (its `__cause__` the detail) and stops the client, except -32000 (authentication
+    /// required), which leaves it usable; anything else is raised as `call_error` makes it.
+    pub(crate) fn connect_error(
+        &self,
+        py: Python<'_>,
+        conn: &mut Connection,
+        error: CallError,
+    ) -> PyErr {
+        let connects = matches!(&error, CallError::Acp(e) if e.fails_connect());
+        let timed_out = matches!(&error, CallError::Acp(AcpError::StartTimeout(_)));
+        let exited = matches!(&error, CallError::Acp(AcpError::AgentTransportFailed(_)));
+        if timed_out {
+            self.stop_agent(py, false);
+        }
+        let detail = self.call_error(py, error);
+        if !connects {
+            return detail;
+        }
+        match self.connect_failure(py, conn, &detail, exited) {
+            Ok(failure) => failure,
+            Err(error) => error,
+        }
+    }
+
+    fn connect_failure(
+        &self,
+        py: Python<'_>,
+        conn: &mut Connection,
+        detail: &PyErr,
+        exited: bool,
+    ) -> PyResult<PyErr> {
+        let value = detail.value(py);
+        let shown = value.str()?.to_string();
+        let field = |name: &str| -> Bound<'_, PyAny> {
+            value
+                .getattr(name)
+                .unwrap_or_else(|_| py.None().into_bound(py))
+        };
+        let (code, message, data) = (field("code"), field("message"), field("data"));
+        let auth_required = code.extract::<i64>().ok() == Some(-32000);
+        let methods: Option<Vec<&str>> = auth_required.then(|| {
+            let info = conn.initialize();
+            info.map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
+                .unwrap_or_default()
+        });
+        let text = acp_client::call::connect_message(&shown, exited, methods.as_deref());
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("agent_id", &conn.config().agent_id)?;
+        kwargs.set_item("code", code)?;
+        kwargs.set_item("message", message)?;
+        kwargs.set_item("data", data)?;
+        let class = crate::errors::errors_module(py)?.getattr("ConnectError")?;
+        let failure = PyErr::from_value(class.call((text,), Some(&kwargs))?);
+        failure.set_cause(py, Some(detail.clone_ref(py)));
+        if !auth_required && conn.stopped().is_none() {
+            // Only "authentication required" leaves a usable client (design §6).
+            conn.stop(format!(
+                "start() failed ({shown}); only close() is accepted (and request_cancel())"
+            ));
+            *lock(&self.shared.stop_cause) = Some(failure.value(py).clone().into_any().unbind());
+        }
+        Ok(failure)
+    }
+
+    /// The call lock if no call holds it.
+    pub(crate) fn try_locked(&self) -> Option<MutexGuard<'_, Locked>> {
+        match self.call.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     fn owned_here(&self) -> bool {
@@ -292,30 +212,8 @@ impl CoreClient {
     /// Adds what is known about why the agent's output ended: its exit status and the tail of
     /// its stderr.
     fn explain_end(&self, py: Python<'_>, description: &mut String) {
-        let status = py.detach(|| {
-            // Give a dying agent a moment to become reapable, so its status can be told.
-            let deadline = Instant::now() + Duration::from_millis(100);
-            loop {
-                let status = lock(&self.agent).as_ref().and_then(Agent::exit_status);
-                if status.is_some() || Instant::now() >= deadline {
-                    return status;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        if let Some(status) = status {
-            description.push_str(&format!("; the agent {}", describe_exit(status)));
-        }
-        if let Some(tail) = &self.stderr_tail {
-            let bytes = py.detach(|| tail.last_words(Duration::from_millis(200)));
-            if !bytes.is_empty() {
-                description.push_str(&format!(
-                    "\nagent stderr (last {} bytes):\n{}",
-                    bytes.len(),
-                    String::from_utf8_lossy(&bytes)
-                ));
-            }
-        }
+        let tail = self.stderr_tail.as_deref();
+        description.push_str(&py.detach(|| acp_client::agent::why_ended(&self.agent, tail)));
     }
 
     pub(crate) fn stop_agent(&self, py: Python<'_>, reap: bool) {
@@ -332,58 +230,15 @@ impl CoreClient {
     }
 
     fn refresh(&self) {
-        if let Ok(driven) = self.call.try_lock() {
-            self.publish(&driven);
+        if let Ok(locked) = self.call.try_lock() {
+            self.publish(&locked.pump.conn);
         }
     }
-}
 
-fn view(conn: &Connection, session_id: &str) -> SessionView {
-    match conn.session(session_id) {
-        Some(session) => {
-            let models = session.models();
-            SessionView {
-                modes: (
-                    session.modes.current.clone(),
-                    session.modes.available.clone(),
-                ),
-                models: (models.current, models.available),
-                config_options: session.config_options.as_ref().map(|v| v.to_string()),
-                commands: session.commands.as_ref().map(|v| v.to_string()),
-            }
-        }
-        None => SessionView::default(),
+    pub(crate) fn views(&self) -> MutexGuard<'_, Views> {
+        self.refresh();
+        lock(&self.published.0)
     }
-}
-
-pub(crate) fn turn_tuple(
-    py: Python<'_>,
-    reply: ReplyBuilder,
-    turn: TurnOutcome,
-) -> PyResult<Py<PyAny>> {
-    let reply = reply.finish(py)?;
-    let overflow = turn.overflow.map(|o| {
-        (
-            o.kind.as_str(),
-            o.admitted_bytes,
-            o.admitted_segments,
-            o.withheld_update_sequence,
-        )
-    });
-    Ok((
-        reply,
-        turn.stop_reason,
-        overflow,
-        turn.session_id,
-        turn.tool_calls,
-        turn.plan,
-        turn.available_commands,
-        turn.usage,
-        turn.current_mode_id,
-    )
-        .into_pyobject(py)?
-        .into_any()
-        .unbind())
 }
 
 #[pymethods]
@@ -397,14 +252,17 @@ impl CoreClient {
             message_bytes: usize::try_from(settings.message_bytes).unwrap_or(usize::MAX),
         };
         let conn = Connection::new(settings.config, reader_limits).map_err(|e| to_pyerr(py, e))?;
-        // str through the file-system encoding (surrogate escapes too), as subprocess does.
-        let command: OsString = options.getattr("command")?.extract()?;
-        let cwd: Option<OsString> = options.getattr("cwd")?.extract()?;
+        let options::Spawn {
+            command,
+            args,
+            cwd,
+            env,
+        } = options.extract()?;
         let spawn = SpawnOptions {
             command: command.clone(),
-            args: options.getattr("args")?.extract()?,
+            args,
             cwd: cwd.clone(),
-            env: options.getattr("env")?.extract()?,
+            env,
             stderr: settings.stderr,
         };
         let (agent, mut pipes) = py.detach(|| process::spawn(&spawn)).map_err(|e| {
@@ -428,60 +286,50 @@ impl CoreClient {
         })?;
         let waker = Waker::new()?;
         pipes.set_waker(waker.fd());
-        let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
-            let value = options.getattr(name)?;
-            Ok((!value.is_none()).then(|| value.unbind()))
-        };
-        // A journal's own `update` as on_update: the driver records each update into it
+        let observer: options::Observer = options.extract()?;
+        // A journal's own `update` as on_update: the pump records each update into it
         // directly, and calls only the observer it wraps.
-        let on_update = get("on_update")?;
-        let hook = on_update.as_ref().and_then(|c| Hook::find(c.bind(py)));
+        let hook = observer
+            .on_update
+            .as_ref()
+            .and_then(|c| Hook::find(c.bind(py)));
         let (journal, on_update) = match hook {
             Some((hook, inner)) => (Some(hook), inner),
-            None => (None, on_update),
+            None => (None, observer.on_update),
         };
         let callbacks = Callbacks {
             on_update,
             journal,
-            permission_preview: get("permission_preview")?,
-            permission_commit: get("permission_commit")?,
-            on_sent: get("on_sent")?,
-            on_received: get("on_received")?,
-            fold: get("fold")?,
-            on_activity: get("on_activity")?,
-            durable: options.getattr("durable")?.is_truthy()?,
+            permission_preview: observer.permission_preview,
+            permission_commit: observer.permission_commit,
+            on_sent: observer.on_sent,
+            on_received: observer.on_received,
+            fold: observer.fold,
+            on_activity: observer.on_activity,
+            durable: observer.durable,
         };
         let pid = agent.pid();
         let stderr_tail = agent.stderr_tail().cloned();
-        let flags = Flags::default();
-        flags.next_update_sequence.store(1, Ordering::Relaxed);
-        let published = Published {
-            reader: Some(conn.reader_status()),
-            ..Published::default()
-        };
-        let mut host = crate::host::Host::new(options)?;
+        let published = Published::default();
+        lock(&published.0).reader = Some(conn.reader_status());
+        let mut host = Host::new(options::host_config(options)?);
         if host.configured() {
             host.set_notifier(Some(waker.notifier()?));
         }
+        let controls = Arc::new(Controls::new(Some(waker)));
         Ok(CoreClient {
             host_kill: host.kill_switch(),
-            call: Mutex::new(Driven {
-                conn,
-                pipes: Some(pipes),
+            call: Mutex::new(Locked {
+                pump: Pump::new(conn, Some(pipes), host, Arc::clone(&controls)),
                 callbacks,
+                replies: Default::default(),
                 aio: None,
-                host,
             }),
             agent: Mutex::new(Some(agent)),
-            published: Mutex::new(published),
+            published,
             shared: Shared {
-                flags,
-                cancels: Mutex::new(Vec::new()),
-                cancel_pending: AtomicBool::new(false),
-                waker: Mutex::new(Some(waker)),
+                controls,
                 stop_cause: Mutex::new(None),
-                epoch: Instant::now(),
-                asynchronous: AtomicBool::new(false),
             },
             pid,
             owner: std::process::id(),
@@ -504,19 +352,17 @@ impl CoreClient {
     /// `cause` becomes the `__cause__` of those errors.
     #[pyo3(signature = (reason, cause=None))]
     fn stop(&self, py: Python<'_>, reason: String, cause: Option<Py<PyAny>>) -> PyResult<()> {
-        let mut driven = self.enter(py)?;
-        driven.conn.stop(reason);
+        let mut locked = self.enter(py)?;
+        locked.pump.conn.stop(reason);
         *lock(&self.shared.stop_cause) = cause;
         Ok(())
     }
 
     /// SIGTERM then SIGKILL to the agent's group; returns without waiting. Any thread.
     fn request_cancel(&self, py: Python<'_>) {
-        self.shared
-            .flags
-            .cancel_requested
-            .store(true, Ordering::SeqCst);
-        self.shared.wake();
+        let controls = &self.shared.controls;
+        controls.cancel_requested.store(true, Ordering::SeqCst);
+        controls.wake();
         self.stop_agent(py, false);
         py.detach(|| self.host_kill.kill_all());
     }
@@ -529,140 +375,58 @@ impl CoreClient {
         if !self.owned_here() {
             return; // the agent belongs to the process that forked us
         }
-        if grace > 0.0 && !self.shared.flags.closed.load(Ordering::SeqCst) {
-            if let Ok(mut driven) = self.call.try_lock() {
-                if let Some(pipes) = driven.pipes.as_mut() {
+        let controls = &self.shared.controls;
+        if grace > 0.0 && !controls.is_closed() {
+            if let Ok(mut locked) = self.call.try_lock() {
+                if let Some(pipes) = locked.pump.pipes.as_mut() {
                     pipes.close_stdin(); // the agent sees end of input; its stdout stays open
                 }
-                drop(driven);
+                drop(locked);
                 let until = Instant::now() + Duration::from_secs_f64(grace.min(3600.0));
-                // The grace is the group's: what the agent started may still be finishing
-                // (persisting a session) after the agent itself has exited.
-                py.detach(|| loop {
-                    let (exited, busy) = match lock(&self.agent).as_ref() {
-                        None => (true, false),
-                        Some(agent) if agent.exit_status().is_some() => (true, agent.group_busy()),
-                        Some(_) => (false, true),
-                    };
-                    if (exited && !busy) || Instant::now() >= until {
-                        break;
-                    }
-                    // After the agent's exit each look walks /proc: look less often.
-                    std::thread::sleep(Duration::from_millis(if exited { 20 } else { 5 }));
-                });
+                py.detach(|| acp_client::agent::wait_for_group(&self.agent, until));
             }
         }
-        self.shared.flags.closed.store(true, Ordering::SeqCst);
-        self.shared.wake();
+        controls.closed.store(true, Ordering::SeqCst);
+        controls.wake();
         self.stop_agent(py, true);
         py.detach(|| self.host_kill.kill_all());
-        if let Ok(mut driven) = self.call.try_lock() {
-            driven.pipes = None;
-            driven.aio = None; // its pidfd too
-            driven.host.set_notifier(None); // the waker's other write end
-            *lock(&self.shared.waker) = None;
-            driven.conn.close_reader();
-            self.publish(&driven);
+        if let Ok(mut locked) = self.call.try_lock() {
+            locked.pump.pipes = None;
+            locked.aio = None; // its pidfd too
+            locked.pump.host.set_notifier(None); // the waker's other write end
+            *lock(&controls.waker) = None;
+            locked.pump.conn.close_reader();
+            self.publish(&locked.pump.conn);
         }
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.flags.closed.load(Ordering::SeqCst)
+        self.shared.controls.is_closed()
     }
 
     /// The agent's process id; None once the client is closed.
     #[getter]
     fn pid(&self) -> Option<u32> {
-        (!self.shared.flags.closed.load(Ordering::SeqCst)).then_some(self.pid)
+        (!self.shared.controls.is_closed()).then_some(self.pid)
     }
 
     #[getter]
     fn next_update_sequence(&self) -> u64 {
         self.shared
-            .flags
+            .controls
             .next_update_sequence
             .load(Ordering::Relaxed)
     }
 
     #[getter]
     fn agent_error(&self) -> Option<String> {
-        self.refresh();
-        lock(&self.published).agent_error.clone()
+        self.views().agent_error.clone()
     }
 
     /// Ids of the open sessions, in opening order.
     fn session_ids(&self) -> Vec<String> {
-        self.refresh();
-        lock(&self.published).open.clone()
-    }
-
-    /// ((current mode, modes), (current model, models), config options JSON, commands JSON),
-    /// or None when the session is not open.
-    #[allow(clippy::type_complexity)]
-    fn session_info(
-        &self,
-        py: Python<'_>,
-        session_id: &str,
-    ) -> PyResult<
-        Option<(
-            (String, Py<PyAny>),
-            (String, Py<PyAny>),
-            Option<String>,
-            Option<String>,
-        )>,
-    > {
-        self.refresh();
-        let published = lock(&self.published);
-        let Some(view) = published.sessions.get(session_id) else {
-            return Ok(None);
-        };
-        Ok(Some((
-            (view.modes.0.clone(), named(py, &view.modes.1)?),
-            (view.models.0.clone(), named(py, &view.models.1)?),
-            view.config_options.clone(),
-            view.commands.clone(),
-        )))
-    }
-
-    /// (protocol_version, load_session, image, audio, embedded, [(id, name, description,
-    /// type)], agent_info JSON or None, raw JSON) or None before `start`.
-    #[allow(clippy::type_complexity)]
-    fn initialize_info(
-        &self,
-        py: Python<'_>,
-    ) -> PyResult<
-        Option<(
-            i64,
-            bool,
-            bool,
-            bool,
-            bool,
-            Py<PyAny>,
-            Option<String>,
-            String,
-        )>,
-    > {
-        self.refresh();
-        let published = lock(&self.published);
-        let Some(info) = &published.initialize else {
-            return Ok(None);
-        };
-        let methods = PyList::empty(py);
-        for m in &info.auth_methods {
-            methods.append((&m.id, &m.name, &m.description, &m.kind))?;
-        }
-        let caps = &info.capabilities;
-        Ok(Some((
-            info.protocol_version,
-            caps.load_session,
-            caps.prompt_image,
-            caps.prompt_audio,
-            caps.prompt_embedded_context,
-            methods.into_any().unbind(),
-            info.agent_info.clone(),
-            info.raw.clone(),
-        )))
+        self.views().open.clone()
     }
 
     /// The exception that stopped the client (a callback's, a failed start()'s), if any: the
@@ -679,31 +443,14 @@ impl CoreClient {
     fn stopped(&self) -> bool {
         self.call
             .try_lock()
-            .map(|d| d.conn.stopped().is_some())
+            .map(|locked| locked.pump.conn.stopped().is_some())
             .unwrap_or(false)
-    }
-
-    /// (phase, message_bytes, storage_bytes, buffered_bytes, high_water, rejected, terminal).
-    fn reader_status(&self) -> (&'static str, usize, usize, usize, usize, u64, bool) {
-        self.refresh();
-        let status = lock(&self.published)
-            .reader
-            .expect("published at construction or after a call");
-        (
-            status.phase.as_str(),
-            status.message_bytes,
-            status.storage_bytes,
-            status.buffered_bytes,
-            status.high_water_message_bytes,
-            status.rejected_message_count,
-            status.terminal,
-        )
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         // A running call holds the lock and keeps the client reachable anyway.
-        if let Ok(driven) = self.call.try_lock() {
-            for callback in driven.callbacks.all() {
+        if let Ok(locked) = self.call.try_lock() {
+            for callback in locked.callbacks.all() {
                 visit.call(callback)?;
             }
         }
@@ -711,8 +458,8 @@ impl CoreClient {
     }
 
     fn __clear__(&mut self) {
-        if let Ok(mut driven) = self.call.try_lock() {
-            driven.callbacks = Callbacks::default();
+        if let Ok(mut locked) = self.call.try_lock() {
+            locked.callbacks = Callbacks::default();
         }
     }
 }

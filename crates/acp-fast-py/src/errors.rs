@@ -95,6 +95,17 @@ impl From<AcpError> for CallError {
     }
 }
 
+impl From<acp_client::Error<PyErr>> for CallError {
+    fn from(error: acp_client::Error<PyErr>) -> Self {
+        match error {
+            acp_client::Error::Halted(error) | acp_client::Error::Acp(error) => {
+                CallError::Acp(error)
+            }
+            acp_client::Error::Edge(error) => CallError::Python(error),
+        }
+    }
+}
+
 impl From<PyErr> for CallError {
     fn from(error: PyErr) -> Self {
         CallError::Python(error)

@@ -14,18 +14,21 @@
 //! - `host`: the host side (host.md): the permission policy compiled, the observer's answer.
 
 mod aio;
+mod call;
 mod calls;
 mod client;
-mod driver;
+mod edge;
 mod errors;
 mod guard;
-mod host;
 mod journal;
 mod options;
+mod policy;
 mod prepared;
 mod records;
 mod reply;
+mod state;
 mod update;
+mod views;
 
 use pyo3::prelude::*;
 
@@ -33,6 +36,12 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<update::Update>()?;
     m.add_class::<client::CoreClient>()?;
+    m.add_class::<call::Prepared>()?;
+    m.add_class::<aio::Report>()?;
+    m.add_class::<prepared::Turn>()?;
+    m.add_class::<views::ReaderState>()?;
+    m.add_class::<views::SessionState>()?;
+    m.add_class::<views::InitializeState>()?;
     m.add_class::<journal::JournalWriter>()?;
     m.add_class::<journal::SqliteWriter>()?;
     m.add_function(wrap_pyfunction!(journal::pack_records, m)?)?;
@@ -41,6 +50,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     guard::register(m)?;
     // The one version of the project: the cargo workspace's.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The one text of a call on a closed client (the facade raises it too, before any call).
+    m.add("CLIENT_CLOSED", acp_client::pump::CLOSED)?;
     m.add(
         "DEFAULT_MESSAGE_BYTES",
         acp_proto::reader::DEFAULT_LIMITS.message_bytes,

@@ -5,9 +5,14 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
 
+use std::ffi::OsString;
+use std::time::Duration;
+
+use acp_client::host::HostConfig;
 use acp_os::process::StderrMode;
 use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
+use acp_proto::host::HostCapabilities;
 use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
 
 /// A positive integer limit, with the message every binding shares.
@@ -41,6 +46,45 @@ pub(crate) fn positive(
 
 fn attr<'py, T: FromPyObjectOwned<'py>>(options: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
     options.getattr(name)?.extract::<T>().map_err(Into::into)
+}
+
+/// What spawning the agent reads from the option object: str through the file-system
+/// encoding (surrogate escapes too), as subprocess does.
+#[derive(FromPyObject)]
+pub(crate) struct Spawn {
+    #[pyo3(attribute)]
+    pub command: OsString,
+    #[pyo3(attribute)]
+    pub args: Vec<OsString>,
+    #[pyo3(attribute)]
+    pub cwd: Option<OsString>,
+    #[pyo3(attribute)]
+    pub env: Option<Vec<(OsString, OsString)>>,
+}
+
+fn truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    value.is_truthy()
+}
+
+/// The observer's callbacks as the option object gives them (None: not given).
+#[derive(FromPyObject)]
+pub(crate) struct Observer {
+    #[pyo3(attribute)]
+    pub on_update: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub permission_preview: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub permission_commit: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_sent: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_received: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub fold: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub on_activity: Option<Py<PyAny>>,
+    #[pyo3(attribute, from_py_with = truthy)]
+    pub durable: bool,
 }
 
 pub(crate) struct Options {
@@ -182,7 +226,7 @@ pub(crate) fn read(
         cancel_grace_ms: (cancel_grace * 1000.0).ceil() as u64,
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
-        capabilities: crate::host::read_capabilities(options)?,
+        capabilities: read_capabilities(options)?,
     };
     Ok(Ok(Options {
         config,
@@ -191,9 +235,93 @@ pub(crate) fn read(
     }))
 }
 
-/// The policy, compiled by `host::read_policy` (wave 1's two lists and host.md's rules).
+/// The policy, compiled by `policy::read_policy` (wave 1's two lists and host.md's rules).
 pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolicy> {
-    crate::host::read_policy(policy)
+    crate::policy::read_policy(policy)
+}
+
+/// A call's timeout in seconds: None, or a positive finite number.
+pub(crate) fn deadline(seconds: Option<f64>, name: &str) -> PyResult<Option<Duration>> {
+    match seconds {
+        None => Ok(None),
+        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{name} must be a positive number of seconds (got {s})"
+        ))),
+    }
+}
+
+/// The client's capability config as the facade passes it: None, or (read, write, terminal,
+/// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
+/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
+type ConfigTuple = (
+    bool,
+    bool,
+    bool,
+    Vec<String>,
+    bool,
+    u64,
+    bool,
+    Option<String>,
+    usize,
+    Vec<String>,
+);
+
+fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
+    options.getattr("capabilities")?.extract()
+}
+
+/// What `initialize` advertises (`None`: `{}`, wave 1).
+fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabilities>> {
+    Ok(
+        config_tuple(options)?.map(|(read, write, terminal, ..)| HostCapabilities {
+            read_text_file: read,
+            write_text_file: write,
+            terminal,
+        }),
+    )
+}
+
+/// The host's settings (default: no files or terminals served).
+pub(crate) fn host_config(options: &Bound<'_, PyAny>) -> PyResult<HostConfig> {
+    let Some((
+        _,
+        _,
+        _,
+        additional,
+        allow_any_path,
+        terminal_output_bytes,
+        read_missing_as_empty,
+        terminal_shell,
+        max_terminals,
+        given,
+    )) = config_tuple(options)?
+    else {
+        return Ok(HostConfig::default());
+    };
+    // The given forms pair with the realpaths; a facade without them gives the realpaths.
+    let given = if given.len() == additional.len() {
+        given
+    } else {
+        additional.clone()
+    };
+    let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
+    let env = match env {
+        Some(pairs) => pairs
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        None => std::env::vars_os().collect(),
+    };
+    Ok(HostConfig {
+        additional_directories: given.into_iter().zip(additional).collect(),
+        allow_any_path,
+        terminal_output_bytes,
+        read_missing_as_empty,
+        terminal_shell,
+        max_terminals,
+        env,
+    })
 }
 
 /// Content blocks as tagged tuples (the facade's `_content_tuple`), or `("raw", json)`.

@@ -3,56 +3,30 @@
 //! turn the outcome into the same Python value here.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList};
+use pyo3::types::{PyBool, PyList, PyString};
 use pyo3::IntoPyObjectExt;
 
-use acp_proto::calls::CallId;
-use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
+use acp_proto::encode::McpServer;
 use acp_proto::error::AcpError;
-use acp_proto::{Connection, Outcome, Request};
+use acp_proto::session::TurnOutcome;
+use acp_proto::Outcome;
 
 use crate::errors::CallError;
 use crate::options;
 use crate::reply::ReplyBuilder;
 
-/// The request, owned.
-pub(crate) enum Owned {
-    Initialize,
-    NewSession {
-        cwd: String,
-        directories: Vec<String>,
-        servers: Option<Vec<McpServer>>,
-    },
-    LoadSession {
-        session_id: String,
-        cwd: String,
-        directories: Vec<String>,
-        servers: Option<Vec<McpServer>>,
-        resume: bool,
-    },
-    ListSessions(Option<String>),
-    DeleteSession(String),
-    Authenticate(String),
-    Logout,
-    SetMode(String, String),
-    SetModel(String, String),
-    SetConfigOption {
-        session_id: String,
-        config_id: String,
-        text: String,
-        flag: Option<bool>,
-    },
-    CloseSession(String),
-    Prompt {
-        session_id: String,
-        content: Vec<ContentBlock>,
-        timeout_ms: Option<u64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    },
-}
+pub(crate) use acp_client::call::Call as Owned;
 
+/// A call read from its Python arguments once; its value made for Python.
 pub(crate) struct Prepared(pub Owned);
+
+impl std::ops::Deref for Prepared {
+    type Target = Owned;
+
+    fn deref(&self) -> &Owned {
+        &self.0
+    }
+}
 
 fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
     list.map(|s| options::mcp_servers(&s)).transpose()
@@ -118,8 +92,9 @@ impl Prepared {
         meta: Vec<(String, String)>,
     ) -> PyResult<Prepared> {
         let content = options::content(blocks)?;
+        let _ = py;
         let timeout_ms =
-            crate::client::deadline(py, timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
+            options::deadline(timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
         Ok(Prepared(Owned::Prompt {
             session_id,
             content,
@@ -129,110 +104,28 @@ impl Prepared {
         }))
     }
 
-    /// Queues the request; `None` when it finished at once (a session closed locally).
-    pub fn start(&self, conn: &mut Connection) -> Result<Option<CallId>, AcpError> {
-        let request = match &self.0 {
-            Owned::Initialize => Request::Initialize,
-            Owned::NewSession {
-                cwd,
-                directories,
-                servers,
-            } => Request::NewSession {
-                cwd,
-                additional_directories: directories,
-                mcp_servers: servers.as_deref(),
-            },
-            Owned::LoadSession {
-                session_id,
-                cwd,
-                directories,
-                servers,
-                resume,
-            } => Request::LoadSession {
-                session_id,
-                cwd,
-                additional_directories: directories,
-                mcp_servers: servers.as_deref(),
-                resume: *resume,
-            },
-            Owned::ListSessions(cwd) => Request::ListSessions {
-                cwd: cwd.as_deref(),
-            },
-            Owned::DeleteSession(session_id) => Request::DeleteSession { session_id },
-            Owned::Authenticate(method_id) => Request::Authenticate { method_id },
-            Owned::Logout => Request::Logout,
-            Owned::SetMode(session_id, mode_id) => Request::SetMode {
-                session_id,
-                mode_id,
-            },
-            Owned::SetModel(session_id, model_id) => Request::SetModel {
-                session_id,
-                model_id,
-            },
-            Owned::SetConfigOption {
-                session_id,
-                config_id,
-                text,
-                flag,
-            } => Request::SetConfigOption {
-                session_id,
-                config_id,
-                value: match flag {
-                    Some(flag) => ConfigValue::Boolean(*flag),
-                    None => ConfigValue::Select(text),
-                },
-            },
-            Owned::CloseSession(session_id) => return conn.close_session(session_id),
-            Owned::Prompt {
-                session_id,
-                content,
-                timeout_ms,
-                gated,
-                meta,
-            } => Request::Prompt {
-                session_id,
-                content,
-                timeout_ms: *timeout_ms,
-                gated: *gated,
-                meta,
-            },
-        };
-        conn.request(request).map(Some)
-    }
-
-    /// The session whose turn this is (a prompt), whose reply it collects.
-    pub fn turn_session(&self) -> Option<&str> {
-        match &self.0 {
-            Owned::Prompt { session_id, .. } => Some(session_id),
-            _ => None,
-        }
-    }
-
-    /// The session a call is about, so a stop caused by that session's messages fails it.
-    pub fn session(&self) -> Option<&str> {
-        match &self.0 {
-            Owned::LoadSession { session_id, .. }
-            | Owned::DeleteSession(session_id)
-            | Owned::SetMode(session_id, _)
-            | Owned::SetModel(session_id, _)
-            | Owned::SetConfigOption { session_id, .. }
-            | Owned::CloseSession(session_id)
-            | Owned::Prompt { session_id, .. } => Some(session_id),
-            _ => None,
-        }
-    }
-
     /// The call's Python value: `None`, a session id, the listed sessions' JSON texts, the
-    /// config options' JSON text, or a prompt's `("ok" | "late", turn tuple)`.
+    /// config options' JSON text, or a prompt's `("ok" | "late", turn tuple)` or
+    /// `("timeout", None)` (given up after its timeout and grace: a status, not an error).
     pub fn value(
         &self,
         py: Python<'_>,
         reply: ReplyBuilder,
-        outcome: Option<Outcome>,
+        outcome: Result<Option<Outcome>, AcpError>,
     ) -> Result<Py<PyAny>, CallError> {
+        let outcome = match (&self.0, outcome) {
+            (Owned::Prompt { .. }, Err(AcpError::TurnTimeout { .. })) => {
+                return Ok(("timeout", py.None()).into_py_any(py)?)
+            }
+            (_, Err(error)) => return Err(error.into()),
+            (_, Ok(outcome)) => outcome,
+        };
         match (&self.0, outcome) {
-            (Owned::NewSession { .. }, Some(Outcome::SessionOpened(id))) => Ok(id.into_py_any(py)?),
-            (Owned::NewSession { .. }, _) => {
+            (
+                Owned::NewSession { .. } | Owned::StartSession { .. },
+                Some(Outcome::SessionOpened(id)),
+            ) => Ok(id.into_py_any(py)?),
+            (Owned::NewSession { .. } | Owned::StartSession { .. }, _) => {
                 Err(AcpError::protocol("session/new finished without a session").into())
             }
             (Owned::LoadSession { session_id, .. }, _) => Ok(session_id.into_py_any(py)?),
@@ -245,8 +138,8 @@ impl Prepared {
             }
             (Owned::Prompt { .. }, Some(Outcome::Turn(turn))) => {
                 let late = turn.timed_out;
-                let tuple = crate::client::turn_tuple(py, reply, *turn)?;
-                Ok((if late { "late" } else { "ok" }, tuple).into_py_any(py)?)
+                let tuple = turn_record(py, reply, *turn)?;
+                Ok((if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?)
             }
             (Owned::Prompt { .. }, _) => {
                 Err(AcpError::protocol("session/prompt finished without a turn").into())
@@ -254,4 +147,45 @@ impl Prepared {
             _ => Ok(py.None()),
         }
     }
+}
+
+/// A finished turn as the facade reads it (`acp_fast._session.turn_result`).
+#[pyclass(module = "acp_fast._core", frozen, get_all)]
+pub struct Turn {
+    /// The reply: the turn's joined message chunks.
+    response: Py<PyString>,
+    stop_reason: String,
+    /// `(kind, admitted bytes, admitted segments, withheld update sequence)`.
+    overflow: Option<(&'static str, usize, usize, u64)>,
+    session_id: String,
+    /// Each tool call's final state, JSON object texts.
+    tool_calls: Vec<String>,
+    /// JSON texts, when the turn had them.
+    plan: Option<String>,
+    available_commands: Option<String>,
+    usage: Option<String>,
+    current_mode_id: String,
+}
+
+fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
+    let overflow = turn.overflow.map(|o| {
+        (
+            o.kind.as_str(),
+            o.admitted_bytes,
+            o.admitted_segments,
+            o.withheld_update_sequence,
+        )
+    });
+    let record = Turn {
+        response: reply.finish(py)?,
+        stop_reason: turn.stop_reason,
+        overflow,
+        session_id: turn.session_id,
+        tool_calls: turn.tool_calls,
+        plan: turn.plan,
+        available_commands: turn.available_commands,
+        usage: turn.usage,
+        current_mode_id: turn.current_mode_id,
+    };
+    Ok(Bound::new(py, record)?.into_any().unbind())
 }

@@ -10,6 +10,23 @@ pub const TOMBSTONES: usize = 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CallId(pub i64);
 
+/// Which waiting call an error that stopped the client reaches: the call about the session
+/// whose message stopped it, else the oldest (ids grow); every other waiting call ends with
+/// "the client stopped" (async.md §3).
+pub fn stop_reaches<'a>(
+    waiting: impl IntoIterator<Item = (CallId, Option<&'a str>)>,
+    failed_session: Option<&str>,
+) -> Option<CallId> {
+    let mut oldest = None;
+    for (call, session) in waiting {
+        if failed_session.is_some() && session == failed_session {
+            return Some(call);
+        }
+        oldest = Some(oldest.map_or(call, |o: CallId| o.min(call)));
+    }
+    oldest
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallKind {
     Initialize,
@@ -132,5 +149,23 @@ impl Calls {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_reaches_the_call_about_the_failing_session_else_the_oldest() {
+        let waiting = [
+            (CallId(3), Some("b")),
+            (CallId(2), None),
+            (CallId(5), Some("a")),
+        ];
+        assert_eq!(stop_reaches(waiting, Some("a")), Some(CallId(5)));
+        assert_eq!(stop_reaches(waiting, Some("z")), Some(CallId(2)));
+        assert_eq!(stop_reaches(waiting, None), Some(CallId(2)));
+        assert_eq!(stop_reaches([], Some("a")), None);
     }
 }

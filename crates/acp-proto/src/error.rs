@@ -31,6 +31,9 @@ pub enum AcpError {
     TurnTimeout {
         session_id: String,
     },
+    /// The handshake's deadline (`Connection::set_start_deadline`) passed: the connection is
+    /// stopped with this reason. (Python: `ConnectError`.)
+    StartTimeout(String),
 }
 
 /// An `AgentProtocolError`, with the JSON-RPC error's fields when the agent answered with one.
@@ -44,6 +47,8 @@ pub struct ProtocolError {
     /// The agent's output ended before the awaited response (hosts add the exit status and
     /// stderr they know of).
     pub output_ended: bool,
+    /// The agent's `initialize` named another protocol version (or none).
+    pub version_refused: bool,
 }
 
 impl AcpError {
@@ -52,6 +57,18 @@ impl AcpError {
             description: description.into(),
             ..ProtocolError::default()
         })
+    }
+
+    /// Whether this error, failing a handshake call (`initialize`, the first `session/new`),
+    /// means the client could not connect (design §6: an error answer, another protocol
+    /// version, the output ending, the pipes failing, the deadline) rather than a fault in a
+    /// line (invalid JSON, an unexpected message).
+    pub fn fails_connect(&self) -> bool {
+        match self {
+            AcpError::AgentProtocol(p) => p.code.is_some() || p.output_ended || p.version_refused,
+            AcpError::AgentTransportFailed(_) | AcpError::StartTimeout(_) => true,
+            _ => false,
+        }
     }
 
     /// The name of the matching Python exception class.
@@ -70,6 +87,7 @@ impl AcpError {
             AcpError::InvalidArgument(_) => "ValueError",
             AcpError::Misuse(_) => "RuntimeError",
             AcpError::TurnTimeout { .. } => "TurnTimeout",
+            AcpError::StartTimeout(_) => "ConnectError",
         }
     }
 
@@ -85,7 +103,8 @@ impl AcpError {
             | AcpError::UpdateCountCapacityExceeded(m)
             | AcpError::ReaderMessageCapacityExceeded(m)
             | AcpError::InvalidArgument(m)
-            | AcpError::Misuse(m) => m,
+            | AcpError::Misuse(m)
+            | AcpError::StartTimeout(m) => m,
             AcpError::Capability { message, .. } => message,
             AcpError::TurnTimeout { .. } => "the turn timed out and its cancel grace ran out",
         }

@@ -351,3 +351,12 @@ impl Ask {
         }
     }
 }
+
+/// The durable-observer check for a decision (`durable=True`): an observer that cannot record
+/// it fails the call before the answer is written.
+pub fn missing_commit(record: &PermissionRecord) -> crate::error::AcpError {
+    crate::error::AcpError::MissingDurableObserver(format!(
+        "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
+        record.title
+    ))
+}

@@ -103,17 +103,25 @@ pub fn parse_object(raw: &str, what: &str) -> Result<Value, AcpError> {
         .map_err(|e| AcpError::protocol(format!("malformed {what} result ({e})")))
 }
 
+fn version_refused(description: String) -> AcpError {
+    AcpError::AgentProtocol(crate::error::ProtocolError {
+        description,
+        version_refused: true,
+        ..Default::default()
+    })
+}
+
 pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
     let result = parse_object(raw, "initialize")?;
     match result.get("protocolVersion").and_then(Value::as_i64) {
         Some(1) => {}
         Some(other) => {
-            return Err(AcpError::protocol(format!(
+            return Err(version_refused(format!(
                 "the agent speaks ACP protocol version {other}; this client speaks version 1"
             )))
         }
         None => {
-            return Err(AcpError::protocol(format!(
+            return Err(version_refused(format!(
                 "the agent's initialize result has no integer protocolVersion: {}",
                 excerpt(raw.as_bytes(), 200)
             )))

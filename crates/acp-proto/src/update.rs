@@ -37,6 +37,17 @@ impl UpdateKind {
         UpdateKind::Unknown,
     ];
 
+    /// Whether an update of this kind changes the session state a client publishes to other
+    /// threads (its mode, config options, commands): the pump republishes the session after it.
+    pub fn publishes(self) -> bool {
+        matches!(
+            self,
+            UpdateKind::CurrentModeUpdate
+                | UpdateKind::ConfigOptionUpdate
+                | UpdateKind::AvailableCommandsUpdate
+        )
+    }
+
     pub fn from_wire(name: &str) -> UpdateKind {
         match name {
             "user_message_chunk" => UpdateKind::UserMessageChunk,
@@ -131,4 +142,13 @@ impl<'a> UpdateEvent<'a> {
             _ => Cow::Borrowed(""),
         }
     }
+}
+
+/// The durable-observer check for an update (`durable=True`): an observer that cannot record
+/// it fails the call.
+pub fn missing_observer(update: &UpdateEvent<'_>) -> crate::error::AcpError {
+    crate::error::AcpError::MissingDurableObserver(format!(
+        "update {} ({}) arrived but the observer has no on_update to record it",
+        update.update_sequence, update.session_update
+    ))
 }

@@ -675,3 +675,117 @@ fn a_line_is_announced_once_however_many_writes_it_takes() {
     .unwrap();
     assert!(conn.poll_transmit().unwrap().1, "the next line is new");
 }
+
+#[test]
+fn the_start_deadline_ends_the_handshake_and_stops_the_connection() {
+    let mut conn = connection_with(limits());
+    conn.set_now(1_000);
+    conn.set_start_deadline(Some(0.5));
+    let init = conn.request(Request::Initialize).unwrap();
+    sent(&mut conn);
+    assert_eq!(conn.poll_timeout(), Some(1_500));
+    conn.handle_timeout(1_499);
+    assert!(events(&mut conn).is_empty() && conn.stopped().is_none());
+    conn.handle_timeout(1_500);
+    let Ok(Some(Event::Done { call, outcome, .. })) = conn.poll_event() else {
+        panic!("the call ends");
+    };
+    assert_eq!(call, init);
+    let Err(error) = outcome else {
+        panic!("with an error");
+    };
+    assert_eq!(error.class_name(), "ConnectError");
+    assert!(error.fails_connect());
+    let reason = "start() timed out after 0.5 s; only close() is accepted (and request_cancel())";
+    assert_eq!(error.description(), reason);
+    assert_eq!(conn.stopped(), Some(reason));
+    assert_eq!(conn.poll_timeout(), None);
+    // A late answer is dropped.
+    push(&mut conn, INIT);
+    assert!(!events(&mut conn).iter().any(|e| e.starts_with("done")));
+}
+
+#[test]
+fn a_cleared_start_deadline_never_fires() {
+    let mut conn = connection_with(limits());
+    conn.set_start_deadline(Some(0.5));
+    conn.request(Request::Initialize).unwrap();
+    push(&mut conn, INIT);
+    assert_eq!(events(&mut conn), ["done 0 Initialized"]);
+    conn.set_start_deadline(None);
+    assert_eq!(conn.poll_timeout(), None);
+    conn.handle_timeout(10_000);
+    assert!(conn.stopped().is_none());
+}
+
+#[test]
+fn which_handshake_failures_fail_to_connect() {
+    let mut conn = connection_with(limits());
+    conn.request(Request::Initialize).unwrap();
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"agentCapabilities":{}}}"#,
+    );
+    let Ok(Some(Event::Done {
+        outcome: Err(version),
+        ..
+    })) = conn.poll_event()
+    else {
+        panic!("initialize fails");
+    };
+    assert!(version.fails_connect(), "{version:?}");
+    let mut conn = connection_with(limits());
+    conn.request(Request::Initialize).unwrap();
+    push(&mut conn, r#"{"jsonrpc":"2.0","id":0,"result":[]}"#);
+    let Ok(Some(Event::Done {
+        outcome: Err(malformed),
+        ..
+    })) = conn.poll_event()
+    else {
+        panic!("initialize fails");
+    };
+    assert!(
+        !malformed.fails_connect(),
+        "a malformed line is a protocol fault: {malformed:?}"
+    );
+    let mut conn = connection_with(limits());
+    conn.request(Request::Initialize).unwrap();
+    conn.input_ended();
+    let Err(ended) = conn.poll_event() else {
+        panic!("the output ended while initialize waits");
+    };
+    assert!(ended.fails_connect(), "{ended:?}");
+}
+
+#[test]
+fn terminal_output_is_cut_from_the_front_until_its_answer_fits() {
+    let mut small = limits();
+    small.request_bytes = 300;
+    let mut conn = connection_with(small);
+    push(
+        &mut conn,
+        r#"{"jsonrpc":"2.0","id":"t","method":"terminal/output","params":{"sessionId":"a","terminalId":"x"}}"#,
+    );
+    let Ok(Some(Event::Host { host, .. })) = conn.poll_event() else {
+        panic!("a host request");
+    };
+    let full: String = "é0123456789".repeat(60);
+    let output = Ok(HostOk::Output {
+        output: full.clone(),
+        truncated: false,
+        exit: None,
+    });
+    let fitted = conn.fit_host_answer(host, output);
+    let answer = acp_proto::host::answer("\"t\"", &fitted);
+    assert!(answer.len() <= 300, "{} bytes", answer.len());
+    let Ok(HostOk::Output {
+        output, truncated, ..
+    }) = fitted
+    else {
+        panic!("still output");
+    };
+    assert!(truncated && !output.is_empty() && full.ends_with(&output));
+    // Other answers are left to answer_host's checks.
+    let empty = conn.fit_host_answer(host, Ok(HostOk::Empty));
+    assert!(matches!(empty, Ok(HostOk::Empty)));
+}

@@ -76,6 +76,7 @@ impl Core {
                 message: answer.message,
                 data: answer.data,
                 output_ended: false,
+                version_refused: false,
             }));
         }
         let raw = message.result.map_or("null", |r| r.get());

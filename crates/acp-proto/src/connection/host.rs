@@ -202,4 +202,38 @@ impl Connection {
     pub fn host_raw_id(&self, host: HostId) -> Option<&str> {
         self.core.host_raw_id(host)
     }
+
+    /// The terminal answer cut (host.md §3): terminal output cut further from the front (on a
+    /// character boundary, `truncated` set) until its answer fits `request_bytes`; other
+    /// answers unchanged (`answer_host` checks them).
+    pub fn fit_host_answer(
+        &self,
+        host: HostId,
+        mut result: Result<HostOk, HostError>,
+    ) -> Result<HostOk, HostError> {
+        if !matches!(result, Ok(HostOk::Output { .. })) {
+            return result;
+        }
+        let request_bytes = self.core.config.limits.request_bytes;
+        let raw_id = self.host_raw_id(host).unwrap_or("0").to_owned();
+        for _ in 0..8 {
+            let size = host::answer(&raw_id, &result).len();
+            let Ok(HostOk::Output {
+                output, truncated, ..
+            }) = &mut result
+            else {
+                break;
+            };
+            if size <= request_bytes || output.is_empty() {
+                break;
+            }
+            let mut cut = (size - request_bytes).min(output.len());
+            while !output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            output.drain(..cut);
+            *truncated = true;
+        }
+        result
+    }
 }

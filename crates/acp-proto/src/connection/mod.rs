@@ -186,6 +186,8 @@ struct Core {
     announced: bool,
     stopped: Option<String>,
     now_ms: u64,
+    /// The handshake's deadline (ms) and the reason it stops the connection with.
+    start_deadline: Option<(u64, String)>,
 }
 
 fn trim(line: &[u8]) -> &[u8] {
@@ -230,6 +232,7 @@ impl Connection {
                 announced: false,
                 stopped: None,
                 now_ms: 0,
+                start_deadline: None,
             },
         })
     }
@@ -487,7 +490,24 @@ impl Connection {
 
     /// The earliest deadline (ms on the driver's clock).
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.core.calls.iter().filter_map(|c| c.deadline_ms).min()
+        let calls = self.core.calls.iter().filter_map(|c| c.deadline_ms).min();
+        match &self.core.start_deadline {
+            Some((at, _)) => Some(calls.map_or(*at, |c| c.min(*at))),
+            None => calls,
+        }
+    }
+
+    /// The `start()` timeout (design §6), one timer for both drivers: `timeout_s` after now
+    /// (`set_now`) every call still waiting ends with `AcpError::StartTimeout` and the
+    /// connection stops. `None` clears it (the handshake finished).
+    pub fn set_start_deadline(&mut self, timeout_s: Option<f64>) {
+        self.core.start_deadline = timeout_s.map(|seconds| {
+            let ms = (seconds * 1000.0).ceil().max(1.0) as u64;
+            let reason = format!(
+                "start() timed out after {seconds} s; only close() is accepted (and request_cancel())"
+            );
+            (self.core.now_ms.saturating_add(ms), reason)
+        });
     }
 
     pub fn handle_timeout(&mut self, now_ms: u64) {
@@ -621,6 +641,23 @@ impl Core {
 
     pub(super) fn handle_timeout(&mut self, now_ms: u64) {
         self.now_ms = now_ms;
+        if self
+            .start_deadline
+            .as_ref()
+            .is_some_and(|(at, _)| *at <= now_ms)
+        {
+            let (_, reason) = self.start_deadline.take().expect("checked");
+            let waiting: Vec<CallId> = self.calls.iter().map(|c| c.handle).collect();
+            for handle in waiting {
+                self.abandon(handle);
+                self.done
+                    .push_back((handle, Err(AcpError::StartTimeout(reason.clone()))));
+            }
+            self.stopped = Some(reason);
+            self.outbox.clear();
+            self.written = 0;
+            self.announced = false;
+        }
         let grace = self.config.cancel_grace_ms;
         let mut fired = Vec::new();
         let mut expired = Vec::new();

@@ -1,6 +1,6 @@
 //! Host requests served for the agent (design/host.md §2–4): each session's roots held open,
-//! files through `acp_os::fs`, terminals through `acp_os::terminal`, then `on_activity`, then
-//! the answer. A `wait_for_exit` on a running terminal, or a long read (`reads.rs`), is
+//! files through `acp_os::fs`, terminals through `acp_os::terminal`, then the edge's
+//! `activity`, then the answer. A `wait_for_exit` on a running terminal, or a long read (`reads.rs`), is
 //! answered later by `answer_waits`.
 
 use std::collections::HashMap;
@@ -9,62 +9,43 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pyo3::prelude::*;
-
 use acp_os::fs::{self, Roots};
 use acp_os::terminal::{Spawn, Terminals};
 use acp_proto::error::AcpError;
-use acp_proto::host::{ClientMethod, HostCapabilities, HostError, HostOk, HostOp};
+use acp_proto::host::{ClientMethod, HostError, HostOk, HostOp};
 use acp_proto::{Connection, HostId};
 
-use super::reads::{answer_reads, ReadSlot, INLINE_SCAN};
-use crate::client::CoreClient;
-use crate::driver::Driven;
-use crate::errors::CallError;
+use super::reads::{Reads, INLINE_SCAN};
+use crate::edge::Edge;
 
-/// The client's capability config as the facade passes it: None, or (read, write, terminal,
-/// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
-/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
-type ConfigTuple = (
-    bool,
-    bool,
-    bool,
-    Vec<String>,
-    bool,
-    u64,
-    bool,
-    Option<String>,
-    usize,
-    Vec<String>,
-);
-
-fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
-    options.getattr("capabilities")?.extract()
-}
-
-/// What `initialize` advertises (`None`: `{}`, wave 1).
-pub(crate) fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabilities>> {
-    Ok(
-        config_tuple(options)?.map(|(read, write, terminal, ..)| HostCapabilities {
-            read_text_file: read,
-            write_text_file: write,
-            terminal,
-        }),
-    )
+/// The host's settings (`ClientCapabilityConfig`), read once by the binding.
+#[derive(Clone, Debug, Default)]
+pub struct HostConfig {
+    /// The additional directories: (as given, realpath taken at construction).
+    pub additional_directories: Vec<(String, String)>,
+    pub allow_any_path: bool,
+    pub terminal_output_bytes: u64,
+    pub read_missing_as_empty: bool,
+    /// The opt-in shell for a `terminal/create` without `args` (None: no shell, host.md §3).
+    pub terminal_shell: Option<String>,
+    /// Live (unreleased) terminals one session may have.
+    pub max_terminals: usize,
+    /// The terminals' base environment: the client's `env`, else the host's.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// The client's terminals, reachable without the call lock: `request_cancel()` and `close()`
 /// kill them from any thread, and drop them, so their descriptors close with the client; and
 /// the flag that gives up a file read in progress (`closing`).
 #[derive(Clone, Default)]
-pub(crate) struct KillSwitch {
+pub struct KillSwitch {
     slot: Arc<Mutex<(bool, Option<Arc<Terminals>>)>>,
     closing: Arc<AtomicBool>,
     /// Per open session: its roots, held open (descriptors); `close()` drops them all, so no
     /// descriptor outlives it (a request in progress keeps its own reference until it ends).
     roots: Arc<Mutex<HashMap<String, Arc<Roots>>>>,
     /// The threads finishing long reads: `close()` stops and joins them, so none outlives it.
-    pub(super) readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+    readers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
 }
 
 impl KillSwitch {
@@ -72,7 +53,7 @@ impl KillSwitch {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn kill_all(&self) {
+    pub fn kill_all(&self) {
         self.closing.store(true, Ordering::Relaxed); // a read in progress ends at its next chunk
         let roots = std::mem::take(&mut *self.roots.lock().unwrap_or_else(|e| e.into_inner()));
         drop(roots);
@@ -96,7 +77,8 @@ impl KillSwitch {
         map.get(session_id).cloned().unwrap_or_default()
     }
 
-    fn set_roots(&self, session_id: String, roots: Option<Roots>) {
+    /// Sets (or, with None, forgets) a session's roots; its descriptors close when forgotten.
+    pub fn set_roots(&self, session_id: String, roots: Option<Roots>) {
         let mut map = self.roots.lock().unwrap_or_else(|e| e.into_inner());
         match roots {
             Some(roots) if !self.closing.load(Ordering::Relaxed) => {
@@ -105,6 +87,14 @@ impl KillSwitch {
             _ => {
                 map.remove(&session_id);
             }
+        }
+    }
+
+    /// Forgets a closed session's roots and releases its terminals (no call lock needed).
+    pub fn forget(&self, session_id: &str) {
+        self.set_roots(session_id.to_owned(), None);
+        if let Some(terminals) = self.get() {
+            terminals.release_session(session_id);
         }
     }
 
@@ -135,7 +125,7 @@ impl KillSwitch {
 /// The OS side of host requests: the settings, each session's roots, the terminals and the
 /// `terminal/wait_for_exit` requests waiting for an exit.
 #[derive(Default)]
-pub(crate) struct Host {
+pub struct Host {
     /// The config's additional directories: (as given, realpath taken at construction).
     additional_directories: Vec<(String, String)>,
     allow_any_path: bool,
@@ -147,13 +137,12 @@ pub(crate) struct Host {
     terminal_shell: Option<String>,
     /// The terminals' base environment: the client's `env`, else the host's at construction.
     env: Vec<(OsString, OsString)>,
-    pub(super) terminals: KillSwitch,
+    terminals: KillSwitch,
     waits: Vec<(HostId, String)>,
-    /// Reads going on in threads of their own, and the flag they set when one is done.
-    pub(super) reads: Vec<(HostId, ReadSlot)>,
-    pub(super) reads_done: Arc<AtomicBool>,
+    /// Reads going on in threads of their own.
+    reads: Reads,
     /// Wakes the client's driver when a terminal exits.
-    pub(super) notifier: Option<Arc<acp_os::io::Notifier>>,
+    notifier: Option<Arc<acp_os::io::Notifier>>,
 }
 
 /// What running a request gave: an answer now (and the activity's path, for a terminal's
@@ -171,64 +160,43 @@ fn unknown_terminal(id: &str) -> HostError {
 }
 
 impl Host {
-    pub(crate) fn new(options: &Bound<'_, PyAny>) -> PyResult<Host> {
-        let Some((
-            _,
-            _,
-            _,
-            additional,
-            allow_any,
-            output_bytes,
-            missing_as_empty,
-            shell,
-            max_terminals,
-            given,
-        )) = config_tuple(options)?
-        else {
-            return Ok(Host::default());
-        };
-        // The given forms pair with the realpaths; a facade without them gives the realpaths.
-        let given = if given.len() == additional.len() {
-            given
-        } else {
-            additional.clone()
-        };
-        let additional = given.into_iter().zip(additional).collect();
-        let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
-        let env = match env {
-            Some(pairs) => pairs
-                .into_iter()
-                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-                .collect(),
-            None => std::env::vars_os().collect(),
-        };
-        Ok(Host {
-            additional_directories: additional,
-            allow_any_path: allow_any,
-            max_terminals,
-            read_missing_as_empty: missing_as_empty,
-            terminal_output_bytes: output_bytes,
-            terminal_shell: shell,
-            env,
+    pub fn new(config: HostConfig) -> Host {
+        Host {
+            additional_directories: config.additional_directories,
+            allow_any_path: config.allow_any_path,
+            max_terminals: config.max_terminals,
+            read_missing_as_empty: config.read_missing_as_empty,
+            terminal_output_bytes: config.terminal_output_bytes,
+            terminal_shell: config.terminal_shell,
+            env: config.env,
             terminals: KillSwitch::default(),
             waits: Vec::new(),
-            reads: Vec::new(),
-            reads_done: Arc::default(),
+            reads: Reads::default(),
             notifier: None,
-        })
+        }
+    }
+
+    /// A session's roots (design/host.md §2): its cwd, the config's and its own additional
+    /// directories, each kept as given and as its realpath, opened now (it may block on a slow
+    /// mount: the caller runs it detached).
+    pub fn open_roots(&self, cwd: String, directories: Vec<String>) -> Roots {
+        let mut all = vec![(cwd.clone(), cwd)];
+        all.extend(self.additional_directories.iter().cloned());
+        all.extend(directories.into_iter().map(|d| (d.clone(), d)));
+        Roots::with_forms(all)
     }
 
     /// Whether the client serves files and terminals (`capabilities=` given).
-    pub(crate) fn configured(&self) -> bool {
+    pub fn configured(&self) -> bool {
         self.terminal_output_bytes > 0
     }
 
     /// A terminal's exit wakes the driver through this (the client's waker).
-    pub(crate) fn set_notifier(&mut self, notifier: Option<acp_os::io::Notifier>) {
+    pub fn set_notifier(&mut self, notifier: Option<acp_os::io::Notifier>) {
         self.notifier = notifier.map(Arc::new);
     }
 
-    pub(crate) fn kill_switch(&self) -> KillSwitch {
+    pub fn kill_switch(&self) -> KillSwitch {
         self.terminals.clone()
     }
 
@@ -238,8 +206,8 @@ impl Host {
 
     /// Whether a `wait_for_exit` may be answerable now (one atomic load per loop).
     #[inline]
-    pub(crate) fn exits_pending(&self) -> bool {
-        (!self.reads.is_empty() && self.reads_done.swap(false, Ordering::SeqCst))
+    pub fn exits_pending(&self) -> bool {
+        self.reads.any_done()
             || (!self.waits.is_empty() && self.terminals.get().is_some_and(|t| t.take_exits()))
     }
 
@@ -427,42 +395,31 @@ impl Drop for Host {
     }
 }
 
-/// A host request as the driver hands it over: its id, session and checked operation.
-pub(crate) type HostRequest = (HostId, ClientMethod, String, Result<HostOp, HostError>);
+/// A host request as the pump hands it over: its id, session and checked operation.
+pub type HostRequest = (HostId, ClientMethod, String, Result<HostOp, HostError>);
 
 /// Why serving a host request stopped the call.
-pub(crate) enum HostFailure {
-    /// `on_activity` raised: the client stops, the answer is not written.
-    Activity(PyErr),
-    Call(CallError),
+pub enum HostFailure<X> {
+    /// `on_activity` failed: the client stops, the answer is not written.
+    Activity(X),
+    Call(AcpError),
 }
 
-impl From<AcpError> for HostFailure {
+impl<X> From<AcpError> for HostFailure<X> {
     fn from(error: AcpError) -> Self {
-        HostFailure::Call(error.into())
+        HostFailure::Call(error)
     }
 }
 
-/// One host request: the operation without the GIL, the answer and its activity, then
-/// `on_activity`, then the answer is queued (design/host.md §4). A `wait_for_exit` on a
-/// running terminal waits in `Host::waits` and is answered by `answer_waits`.
-pub(crate) fn serve(
-    py: Python<'_>,
-    driven: &mut Driven,
-    request: HostRequest,
-) -> Result<(), HostFailure> {
-    let on_activity = driven.callbacks.on_activity.as_ref();
-    serve_with(py, &mut driven.conn, &mut driven.host, on_activity, request)
-}
-
-/// `serve` for any driver: the connection, the host state and `on_activity`.
-pub(crate) fn serve_with(
-    py: Python<'_>,
+/// One host request: the operation detached, the answer and its activity, then the edge's
+/// `activity`, then the answer is queued (design/host.md §4). A `wait_for_exit` on a running
+/// terminal waits in `Host::waits` and is answered by `answer_waits`.
+pub fn serve<E: Edge>(
+    edge: &mut E,
     conn: &mut Connection,
     state: &mut Host,
-    on_activity: Option<&Py<PyAny>>,
     request: HostRequest,
-) -> Result<(), HostFailure> {
+) -> Result<(), HostFailure<E::Error>> {
     let (host, method, session_id, op) = request;
     let request_bytes = conn.config().limits.request_bytes;
     let time_left = conn.time_left();
@@ -471,7 +428,7 @@ pub(crate) fn serve_with(
         Ok(HostOp::Terminal { terminal_id }) => state.terminal(method, &session_id, &terminal_id),
         Ok(op) => {
             let shared = &*state;
-            py.detach(|| shared.run(&session_id, op, request_bytes, time_left))
+            edge.detach(|| shared.run(&session_id, op, request_bytes, time_left))
         }
     };
     match ran {
@@ -481,7 +438,11 @@ pub(crate) fn serve_with(
         }
         Ran::Reading(reading, bound, path) => {
             let shown = path.clone();
-            match state.read_elsewhere(host, reading, bound, path) {
+            let (notifier, readers) = (state.notifier.clone(), &state.terminals.readers);
+            match state
+                .reads
+                .start(host, reading, bound, path, notifier, readers)
+            {
                 Ok(()) => Ok(()),
                 Err(error) => {
                     let message = format!(
@@ -489,94 +450,53 @@ pub(crate) fn serve_with(
                         fs::strerror(&error)
                     );
                     let failed = Err(HostError::failed(-32603, &message, Some(&shown)));
-                    answer(py, conn, on_activity, host, failed, None)
+                    answer(edge, conn, host, failed, None)
                 }
             }
         }
         Ran::Answer(result, path) => {
-            let result = fit_output(conn, host, result, request_bytes);
-            answer(py, conn, on_activity, host, result, path)
+            let result = conn.fit_host_answer(host, result);
+            answer(edge, conn, host, result, path)
         }
     }
 }
 
-/// Terminal output cut further from the front (on a character boundary, `truncated` set)
-/// until its answer fits `request_bytes`.
-fn fit_output(
-    conn: &Connection,
-    host: HostId,
-    mut result: Result<HostOk, HostError>,
-    request_bytes: usize,
-) -> Result<HostOk, HostError> {
-    if !matches!(result, Ok(HostOk::Output { .. })) {
-        return result; // only terminal output is cut; other answers are checked by the connection
-    }
-    let raw_id = conn.host_raw_id(host).unwrap_or("0").to_owned();
-    for _ in 0..8 {
-        let size = acp_proto::host::answer(&raw_id, &result).len();
-        let Ok(HostOk::Output {
-            output, truncated, ..
-        }) = &mut result
-        else {
-            break;
-        };
-        if size <= request_bytes || output.is_empty() {
-            break;
-        }
-        let mut cut = (size - request_bytes).min(output.len());
-        while !output.is_char_boundary(cut) {
-            cut += 1;
-        }
-        output.drain(..cut);
-        *truncated = true;
-    }
-    result
-}
-
-pub(super) fn answer(
-    py: Python<'_>,
+fn answer<E: Edge>(
+    edge: &mut E,
     conn: &mut Connection,
-    on_activity: Option<&Py<PyAny>>,
     host: HostId,
     result: Result<HostOk, HostError>,
     path: Option<String>,
-) -> Result<(), HostFailure> {
+) -> Result<(), HostFailure<E::Error>> {
     let answer = conn.answer_host(host, result, path)?;
-    if let Some(callback) = on_activity {
-        let a = &answer.activity;
-        let record = (
-            a.method,
-            a.allowed,
-            a.path.as_deref(),
-            a.command.as_deref(),
-            a.terminal_id.as_deref(),
-            a.reason.as_deref(),
-            a.session_id.as_str(),
-            a.error_code,
-        );
-        if let Err(error) = callback.bind(py).call1((record,)) {
-            return Err(HostFailure::Activity(error)); // dropping `answer` writes nothing
-        }
+    if let Err(error) = edge.activity(&answer.activity) {
+        return Err(HostFailure::Activity(error)); // dropping `answer` writes nothing
     }
     conn.send_host(answer);
     Ok(())
 }
 
-/// Answers every `wait_for_exit` whose terminal has exited; drops those already answered
-/// (`$/cancel_request`).
-pub(crate) fn answer_waits(py: Python<'_>, driven: &mut Driven) -> Result<(), HostFailure> {
-    let on_activity = driven.callbacks.on_activity.as_ref();
-    answer_waits_with(py, &mut driven.conn, &mut driven.host, on_activity)
-}
-
-/// `answer_waits` for any driver.
-pub(crate) fn answer_waits_with(
-    py: Python<'_>,
+/// Answers every `wait_for_exit` whose terminal has exited, and every read finished in a
+/// thread of its own; drops those already answered (`$/cancel_request`).
+pub fn answer_waits<E: Edge>(
+    edge: &mut E,
     conn: &mut Connection,
     state: &mut Host,
-    on_activity: Option<&Py<PyAny>>,
-) -> Result<(), HostFailure> {
-    answer_reads(py, conn, state, on_activity)?;
+) -> Result<(), HostFailure<E::Error>> {
+    let mut failure = None;
+    for (host, read) in state.reads.take_finished() {
+        if conn.host_raw_id(host).is_none() {
+            continue; // cancelled meanwhile
+        }
+        if failure.is_some() {
+            state.reads.put_back(host, read); // kept for a later look
+        } else if let Err(error) = answer(edge, conn, host, read, None) {
+            failure = Some(error);
+        }
+    }
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
     let Some(terminals) = state.terminals.get() else {
         return Ok(());
     };
@@ -593,7 +513,7 @@ pub(crate) fn answer_waits_with(
         match terminals.exit_of(&terminal_id) {
             Some(status) => {
                 let exited = Ok(HostOk::Exit(status));
-                if let Err(error) = answer(py, conn, on_activity, host, exited, None) {
+                if let Err(error) = answer(edge, conn, host, exited, None) {
                     failure = Some(error);
                 }
             }
@@ -602,37 +522,4 @@ pub(crate) fn answer_waits_with(
     }
     state.waits.extend(left);
     failure.map_or(Ok(()), Err)
-}
-
-#[pymethods]
-impl CoreClient {
-    /// Sets a session's roots (design/host.md §2): its cwd, the config's and its own
-    /// additional directories, each kept as given and as its realpath, taken now.
-    fn host_roots(
-        &self,
-        py: Python<'_>,
-        session_id: String,
-        cwd: String,
-        directories: Vec<String>,
-    ) -> PyResult<()> {
-        let driven = self.enter(py)?;
-        let mut all = vec![(cwd.clone(), cwd)];
-        all.extend(driven.host.additional_directories.iter().cloned());
-        all.extend(directories.into_iter().map(|d| (d.clone(), d)));
-        // Opened now, without the GIL (a directory on a slow mount must not stall Python).
-        let roots = py.detach(|| Roots::with_forms(all));
-        driven.host.terminals.set_roots(session_id, Some(roots));
-        Ok(())
-    }
-
-    /// Forgets a closed session's roots (their descriptors close) and releases its terminals;
-    /// needs no call lock, so it works while another session's call runs.
-    fn host_forget(&self, py: Python<'_>, session_id: String) {
-        py.detach(|| {
-            self.host_kill.set_roots(session_id.clone(), None);
-            if let Some(terminals) = self.host_kill.get() {
-                terminals.release_session(&session_id);
-            }
-        });
-    }
 }

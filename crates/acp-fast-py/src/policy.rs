@@ -1,14 +1,6 @@
-//! The host side of the binding (design/host.md): the permission policy compiled from its
-//! Python object, the title patterns evaluated under the GIL, the observer's answer read; and
-//! (`serve`, `reads`) host requests served (files through `acp_os::fs`, terminals, then
-//! `on_activity`, then the answer).
-
-mod reads;
-mod serve;
-
-pub(crate) use serve::{
-    answer_waits, read_capabilities, serve, Host, HostFailure, HostRequest, KillSwitch,
-};
+//! The permission side of the binding (design/host.md §5): the policy compiled from its Python
+//! object, the title patterns evaluated under the GIL, the observer's answer read. (Host
+//! requests are served by `acp_client::host`.)
 
 use std::sync::Arc;
 

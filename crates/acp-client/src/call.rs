@@ -1,0 +1,209 @@
+//! A call of the client, owned: what it asks the `Connection` for, which session it is about
+//! (a stop caused by that session's messages fails it), and `start()`'s two steps.
+
+use acp_proto::calls::CallId;
+use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
+use acp_proto::error::AcpError;
+use acp_proto::{Connection, Outcome, Request};
+
+/// A call, owned (its arguments read once).
+pub enum Call {
+    /// `start()`: `initialize` under the start deadline, then (`new_session`) `StartSession`.
+    Start {
+        cwd: String,
+        new_session: bool,
+        timeout: Option<f64>,
+    },
+    /// `start()`'s `session/new`, reported under the id of the `Start` it continues.
+    StartSession {
+        cwd: String,
+        origin: CallId,
+    },
+    NewSession {
+        cwd: String,
+        directories: Vec<String>,
+        servers: Option<Vec<McpServer>>,
+    },
+    LoadSession {
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+        servers: Option<Vec<McpServer>>,
+        resume: bool,
+    },
+    ListSessions(Option<String>),
+    DeleteSession(String),
+    Authenticate(String),
+    Logout,
+    SetMode(String, String),
+    SetModel(String, String),
+    SetConfigOption {
+        session_id: String,
+        config_id: String,
+        text: String,
+        flag: Option<bool>,
+    },
+    CloseSession(String),
+    Prompt {
+        session_id: String,
+        content: Vec<ContentBlock>,
+        timeout_ms: Option<u64>,
+        gated: bool,
+        meta: Vec<(String, String)>,
+    },
+}
+
+impl Call {
+    /// Queues the request; `None` when it finished at once (a session closed locally).
+    pub fn start(&self, conn: &mut Connection) -> Result<Option<CallId>, AcpError> {
+        let request = match self {
+            Call::Start { timeout, .. } => {
+                conn.set_start_deadline(*timeout);
+                Request::Initialize
+            }
+            Call::StartSession { cwd, .. } => Request::NewSession {
+                cwd,
+                additional_directories: &[],
+                mcp_servers: None,
+            },
+            Call::NewSession {
+                cwd,
+                directories,
+                servers,
+            } => Request::NewSession {
+                cwd,
+                additional_directories: directories,
+                mcp_servers: servers.as_deref(),
+            },
+            Call::LoadSession {
+                session_id,
+                cwd,
+                directories,
+                servers,
+                resume,
+            } => Request::LoadSession {
+                session_id,
+                cwd,
+                additional_directories: directories,
+                mcp_servers: servers.as_deref(),
+                resume: *resume,
+            },
+            Call::ListSessions(cwd) => Request::ListSessions {
+                cwd: cwd.as_deref(),
+            },
+            Call::DeleteSession(session_id) => Request::DeleteSession { session_id },
+            Call::Authenticate(method_id) => Request::Authenticate { method_id },
+            Call::Logout => Request::Logout,
+            Call::SetMode(session_id, mode_id) => Request::SetMode {
+                session_id,
+                mode_id,
+            },
+            Call::SetModel(session_id, model_id) => Request::SetModel {
+                session_id,
+                model_id,
+            },
+            Call::SetConfigOption {
+                session_id,
+                config_id,
+                text,
+                flag,
+            } => Request::SetConfigOption {
+                session_id,
+                config_id,
+                value: match flag {
+                    Some(flag) => ConfigValue::Boolean(*flag),
+                    None => ConfigValue::Select(text),
+                },
+            },
+            Call::CloseSession(session_id) => return conn.close_session(session_id),
+            Call::Prompt {
+                session_id,
+                content,
+                timeout_ms,
+                gated,
+                meta,
+            } => Request::Prompt {
+                session_id,
+                content,
+                timeout_ms: *timeout_ms,
+                gated: *gated,
+                meta,
+            },
+        };
+        conn.request(request).map(Some)
+    }
+
+    /// Part of `start()`: its failures to connect are `ConnectError`s.
+    pub fn handshake(&self) -> bool {
+        matches!(self, Call::Start { .. } | Call::StartSession { .. })
+    }
+
+    /// The id the caller knows this call by (`start()`'s second step goes by its first's).
+    pub fn reported(&self, call: CallId) -> CallId {
+        match *self {
+            Call::StartSession { origin, .. } => origin,
+            _ => call,
+        }
+    }
+
+    /// `start()`'s next step after `outcome`, if it has one (`session/new` after
+    /// `initialize`).
+    pub fn next_step(&self, call: CallId, outcome: &Result<Outcome, AcpError>) -> Option<Call> {
+        match (self, outcome) {
+            (
+                Call::Start {
+                    cwd,
+                    new_session: true,
+                    ..
+                },
+                Ok(Outcome::Initialized),
+            ) => Some(Call::StartSession {
+                cwd: cwd.clone(),
+                origin: call,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The session whose turn this is (a prompt), whose reply it collects.
+    pub fn turn_session(&self) -> Option<&str> {
+        match self {
+            Call::Prompt { session_id, .. } => Some(session_id),
+            _ => None,
+        }
+    }
+
+    /// The session a call is about, so a stop caused by that session's messages fails it.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Call::LoadSession { session_id, .. }
+            | Call::DeleteSession(session_id)
+            | Call::SetMode(session_id, _)
+            | Call::SetModel(session_id, _)
+            | Call::SetConfigOption { session_id, .. }
+            | Call::CloseSession(session_id)
+            | Call::Prompt { session_id, .. } => Some(session_id),
+            _ => None,
+        }
+    }
+}
+
+/// A `ConnectError`'s message (design §6) from its detail's: an agent that exited before it
+/// read `initialize` fails as its output ending does; -32000 (authentication required, with
+/// the methods the agent offers) says how to go on.
+pub fn connect_message(detail: &str, exited: bool, auth_methods: Option<&[&str]>) -> String {
+    if exited {
+        return format!("the agent exited during start(): {detail}");
+    }
+    let Some(methods) = auth_methods else {
+        return detail.to_owned();
+    };
+    let methods = if methods.is_empty() {
+        "none offered".to_owned()
+    } else {
+        methods.join(", ")
+    };
+    format!(
+        "{detail} (authentication required: the agent offers {methods}; call start(new_session=False), authenticate(method_id), then new_session())"
+    )
+}

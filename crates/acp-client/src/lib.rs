@@ -1,0 +1,25 @@
+//! acp-fast's driver: ONE loop over the sans-I/O `Connection` of `acp-proto` and the pipes of
+//! `acp-os`, written once for both clients (as quinn writes its driver once over quinn-proto).
+//!
+//! - `pump`: `Pump`, what a client owns while a call runs (the connection, the pipes, the host
+//!   state), with `step` (bounded, never waits: an event loop's readiness callback) and
+//!   `run_until` (blocking: `step` plus a waiting read).
+//! - `edge`: `trait Edge`, the callbacks the pump hands events to (the Python binding implements
+//!   it; tests implement it in Rust), and the errors a pump step ends with.
+//! - `agent`: why an agent's output ended; the grace its group gets at close.
+//! - `call`: a call of the client, owned, and what it asks the connection for.
+//! - `controls`: the flags and queues other threads reach a running call through.
+//! - `host`: host requests served for the agent (files, terminals), design/host.md.
+//!
+//! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
+
+pub mod agent;
+pub mod call;
+pub mod controls;
+pub mod edge;
+pub mod host;
+pub mod pump;
+
+pub use controls::Controls;
+pub use edge::{Asked, Edge, Error, Fail};
+pub use pump::{Pump, Reads, Stop};

@@ -1,0 +1,160 @@
+//! One entry per call of `CoreClient`, each giving a `Prepared`: the call read from its
+//! arguments once, which `run()` runs to its end on the blocking driver and `begin()` starts on
+//! the asyncio driver (its id; a later step reports its value). The value is the same either
+//! way: `None`, a session id, the listed sessions' JSON texts, the config options' JSON text,
+//! or a prompt's `("ok" | "late", turn tuple)` / `("timeout", None)`.
+
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use pyo3::IntoPyObjectExt;
+
+use acp_client::controls::lock;
+
+use crate::client::CoreClient;
+use crate::prepared::{Owned, Prepared as Call};
+
+/// A call of a `CoreClient`, read once; `run()` or `begin()` it once.
+#[pyclass(module = "acp_fast._core", name = "Prepared", frozen)]
+pub struct Prepared {
+    client: Py<CoreClient>,
+    call: Mutex<Option<Call>>,
+}
+
+impl Prepared {
+    fn new(client: &Bound<'_, CoreClient>, call: Call) -> Prepared {
+        Prepared {
+            client: client.clone().unbind(),
+            call: Mutex::new(Some(call)),
+        }
+    }
+
+    fn take(&self) -> PyResult<Call> {
+        lock(&self.call)
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this call was already run or begun"))
+    }
+}
+
+#[pymethods]
+impl Prepared {
+    /// Runs the call to its end (blocking driver); its value.
+    fn run(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let call = self.take()?;
+        let client = self.client.bind(py).borrow();
+        if matches!(call.0, Owned::Start { .. }) {
+            return client.start_blocking(py, call)?.into_py_any(py);
+        }
+        client.blocking(py, &call)
+    }
+
+    /// Starts the call on the asyncio driver: its id (-1: it finished at once).
+    fn begin(&self, py: Python<'_>) -> PyResult<i64> {
+        self.client.bind(py).borrow().begin(py, self.take()?)
+    }
+}
+
+#[pymethods]
+impl CoreClient {
+    /// `initialize`, then (with `new_session`) `session/new` in `cwd`; the new session's id.
+    /// Handshake failures raise `ConnectError`; on expiry of `timeout` (the connection's start
+    /// deadline) the agent's group is signalled and the client stopped.
+    #[pyo3(signature = (cwd, new_session, timeout=None))]
+    fn start(
+        slf: &Bound<'_, Self>,
+        cwd: String,
+        new_session: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Prepared> {
+        crate::options::deadline(timeout, "timeout")?;
+        let call = Call(Owned::Start {
+            cwd,
+            new_session,
+            timeout,
+        });
+        Ok(Prepared::new(slf, call))
+    }
+
+    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
+    fn new_session(
+        slf: &Bound<'_, Self>,
+        cwd: String,
+        mcp_servers: Option<Bound<'_, PyAny>>,
+        additional_directories: Vec<String>,
+    ) -> PyResult<Prepared> {
+        let call = Call::new_session(cwd, mcp_servers, additional_directories)?;
+        Ok(Prepared::new(slf, call))
+    }
+
+    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
+    fn load_session(
+        slf: &Bound<'_, Self>,
+        session_id: String,
+        cwd: String,
+        mcp_servers: Option<Bound<'_, PyAny>>,
+        additional_directories: Vec<String>,
+        resume: bool,
+    ) -> PyResult<Prepared> {
+        let call =
+            Call::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
+        Ok(Prepared::new(slf, call))
+    }
+
+    /// Every page's sessions, as JSON object texts.
+    #[pyo3(signature = (cwd=None))]
+    fn list_sessions(slf: &Bound<'_, Self>, cwd: Option<String>) -> Prepared {
+        Prepared::new(slf, Call(Owned::ListSessions(cwd)))
+    }
+
+    fn delete_session(slf: &Bound<'_, Self>, session_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::DeleteSession(session_id)))
+    }
+
+    fn authenticate(slf: &Bound<'_, Self>, method_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::Authenticate(method_id)))
+    }
+
+    fn logout(slf: &Bound<'_, Self>) -> Prepared {
+        Prepared::new(slf, Call(Owned::Logout))
+    }
+
+    fn set_mode(slf: &Bound<'_, Self>, session_id: String, mode_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::SetMode(session_id, mode_id)))
+    }
+
+    fn set_model(slf: &Bound<'_, Self>, session_id: String, model_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::SetModel(session_id, model_id)))
+    }
+
+    /// The session's config options after the call (JSON array text), if any.
+    fn set_config_option(
+        slf: &Bound<'_, Self>,
+        session_id: String,
+        config_id: String,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Prepared> {
+        let call = Call::set_config_option(session_id, config_id, value)?;
+        Ok(Prepared::new(slf, call))
+    }
+
+    /// Closes a session (writing `session/close` only when the agent advertises it).
+    fn close_session(slf: &Bound<'_, Self>, session_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::CloseSession(session_id)))
+    }
+
+    /// One turn of content-block tuples on `session_id`.
+    #[pyo3(signature = (session_id, blocks, timeout=None, gated=true, meta=Vec::new()))]
+    fn prompt(
+        slf: &Bound<'_, Self>,
+        session_id: String,
+        blocks: &Bound<'_, PyList>,
+        timeout: Option<f64>,
+        gated: bool,
+        meta: Vec<(String, String)>,
+    ) -> PyResult<Prepared> {
+        let call = Call::prompt(slf.py(), session_id, blocks, timeout, gated, meta)?;
+        Ok(Prepared::new(slf, call))
+    }
+}
