@@ -237,7 +237,10 @@ impl<'py> Edge for PyEdge<'py, '_> {
         // A new state starts from the session's modes (its known mode ids).
         let modes: Vec<String> = conn
             .session(session_id)
-            .map(|s| s.modes.available.iter().map(|m| m.id.clone()).collect())
+            .map(|s| {
+                let modes = s.offered_modes();
+                modes.available.into_iter().map(|m| m.id).collect()
+            })
             .unwrap_or_default();
         match callback.bind(self.py).call1((self.made.take(), modes)) {
             Ok(answer) => Ok(answer.is_truthy().unwrap_or(false)),

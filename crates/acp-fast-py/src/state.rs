@@ -135,11 +135,9 @@ fn view(conn: &Connection, session_id: &str) -> SessionView {
     match conn.session(session_id) {
         Some(session) => {
             let models = session.models();
+            let modes = session.offered_modes();
             SessionView {
-                modes: (
-                    session.modes.current.clone(),
-                    session.modes.available.clone(),
-                ),
+                modes: (modes.current, modes.available),
                 models: (models.current, models.available),
                 config_options: session.config_options.as_ref().map(|v| v.to_string()),
                 commands: session.commands.as_ref().map(|v| v.to_string()),

@@ -254,6 +254,25 @@ pub fn models_from_config(options: &Value) -> Option<ModelsInfo> {
     })
 }
 
+/// Modes offered only as a `"mode"` select config option (opencode 1.18): the same shape as
+/// the `modes` object, so `Session.modes` and `set_mode` work for either.
+pub fn modes_from_config(options: &Value) -> Option<ModesInfo> {
+    let option = objects(Some(options)).find(|o| {
+        o.get("category").and_then(Value::as_str) == Some("mode")
+            && o.get("type").and_then(Value::as_str) == Some("select")
+    })?;
+    Some(ModesInfo {
+        current: string(option, "currentValue"),
+        available: select_values(option)
+            .map(|v| NamedEntry {
+                id: string(v, "value"),
+                name: string(v, "name"),
+                description: string(v, "description"),
+            })
+            .collect(),
+    })
+}
+
 /// A select option's values, groups flattened.
 pub fn select_values(option: &Value) -> impl Iterator<Item = &Value> {
     objects(option.get("options")).flat_map(|item| {

@@ -218,6 +218,29 @@ impl SessionEntry {
         }
     }
 
+    /// The `modes` the agent sent, else its `"mode"` config option (an agent that offers its
+    /// modes only that way), else empty.
+    pub fn offered_modes(&self) -> ModesInfo {
+        if !self.modes.available.is_empty() {
+            return self.modes.clone();
+        }
+        self.config_options
+            .as_ref()
+            .and_then(results::modes_from_config)
+            .unwrap_or_else(|| self.modes.clone())
+    }
+
+    /// The id of the `"mode"` select config option when the modes come from it.
+    pub fn mode_option(&self) -> Option<String> {
+        if !self.modes.available.is_empty() {
+            return None;
+        }
+        let options = self.config_options.as_ref()?;
+        results::select_config_ids(options)
+            .find(|(_, category)| *category == "mode")
+            .map(|(id, _)| id.to_owned())
+    }
+
     /// From the `"model"` config option, else the legacy models, else empty.
     pub fn models(&self) -> ModelsInfo {
         self.config_options

@@ -789,3 +789,87 @@ fn terminal_output_is_cut_from_the_front_until_its_answer_fits() {
     let empty = conn.fit_host_answer(host, Ok(HostOk::Empty));
     assert!(matches!(empty, Ok(HostOk::Empty)));
 }
+
+/// opencode 1.18 offers its modes only as a `"mode"` select config option: they are the
+/// session's modes, `set_mode` goes through `session/set_config_option`, and the answer's
+/// options move the current mode. An agent with a `modes` object keeps `session/set_mode`.
+#[test]
+fn modes_offered_as_a_config_option_are_the_session_s_modes() {
+    let mut conn = started();
+    conn.request(Request::NewSession {
+        cwd: "/w",
+        additional_directories: &[],
+        mcp_servers: None,
+    })
+    .unwrap();
+    let request: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
+    let options = |current: &str| {
+        format!(
+            r#"[{{"id":"agent-mode","name":"Mode","category":"mode","type":"select","currentValue":"{current}","options":[{{"value":"build","name":"Build"}},{{"value":"plan","name":"Plan"}}]}}]"#
+        )
+    };
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"s","configOptions":{}}}}}"#,
+            request["id"],
+            options("build")
+        ),
+    );
+    assert!(events(&mut conn)[0].starts_with("done"));
+    let modes = conn.session("s").unwrap().offered_modes();
+    assert_eq!(modes.current, "build");
+    let ids: Vec<&str> = modes.available.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["build", "plan"]);
+
+    let refused = conn.request(Request::SetMode {
+        session_id: "s",
+        mode_id: "yolo",
+    });
+    assert!(matches!(refused, Err(AcpError::InvalidArgument(_))));
+    conn.request(Request::SetMode {
+        session_id: "s",
+        mode_id: "plan",
+    })
+    .unwrap();
+    let wire: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
+    assert_eq!(wire["method"], "session/set_config_option");
+    assert_eq!(wire["params"]["configId"], "agent-mode");
+    assert_eq!(wire["params"]["value"], "plan");
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"configOptions":{}}}}}"#,
+            wire["id"],
+            options("plan")
+        ),
+    );
+    events(&mut conn);
+    assert_eq!(conn.session("s").unwrap().offered_modes().current, "plan");
+
+    // A session with a modes object: set_mode as before.
+    conn.request(Request::NewSession {
+        cwd: "/w",
+        additional_directories: &[],
+        mcp_servers: None,
+    })
+    .unwrap();
+    let request: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
+    push(
+        &mut conn,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"sessionId":"t","modes":{{"currentModeId":"ask","availableModes":[{{"id":"ask","name":"Ask"}},{{"id":"code","name":"Code"}}]}},"configOptions":{}}}}}"#,
+            request["id"],
+            options("build")
+        ),
+    );
+    events(&mut conn);
+    assert_eq!(conn.session("t").unwrap().offered_modes().current, "ask");
+    conn.request(Request::SetMode {
+        session_id: "t",
+        mode_id: "code",
+    })
+    .unwrap();
+    let wire: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
+    assert_eq!(wire["method"], "session/set_mode");
+}

@@ -204,7 +204,7 @@ impl Core {
                     Some(entry) => {
                         entry.latched = false;
                         entry.late_turn = None;
-                        (entry.turn.take(), entry.modes.current.clone())
+                        (entry.turn.take(), entry.offered_modes().current)
                     }
                     None => (None, String::new()),
                 };

@@ -163,13 +163,14 @@ impl Core {
             } => {
                 // Allowed while a turn runs (async.md §4): only a second prompt is refused.
                 let session = self.open_session(session_id)?;
-                if session.modes.available.is_empty() {
+                let modes = session.offered_modes();
+                if modes.available.is_empty() {
                     self.capability(false, "session/set_mode")?;
                 }
-                if !session.modes.available.iter().any(|m| m.id == mode_id) {
+                if !modes.available.iter().any(|m| m.id == mode_id) {
                     return Err(AcpError::InvalidArgument(format!(
                         "{mode_id:?} is not one of the session's modes ({})",
-                        ids(session.modes.available.iter().map(|m| m.id.as_str()))
+                        ids(modes.available.iter().map(|m| m.id.as_str()))
                     )));
                 }
                 Ok(())

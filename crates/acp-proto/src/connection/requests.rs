@@ -102,10 +102,31 @@ impl Core {
                 session_id,
                 mode_id,
             } => {
-                call.kind = CallKind::SetMode;
                 call.session = Some(session_id.to_owned());
-                call.argument = mode_id.to_owned();
-                encode::session_call(id, "session/set_mode", session_id, &[("modeId", mode_id)])
+                let session = self.session(session_id).expect("checked");
+                match session.mode_option() {
+                    // Modes offered only as a "mode" config option: set through it (its
+                    // answer carries the options, so the current mode follows).
+                    Some(config_id) => {
+                        call.kind = CallKind::SetConfigOption;
+                        encode::set_config_option(
+                            id,
+                            session_id,
+                            &config_id,
+                            ConfigValue::Select(mode_id),
+                        )
+                    }
+                    None => {
+                        call.kind = CallKind::SetMode;
+                        call.argument = mode_id.to_owned();
+                        encode::session_call(
+                            id,
+                            "session/set_mode",
+                            session_id,
+                            &[("modeId", mode_id)],
+                        )
+                    }
+                }
             }
             Request::SetConfigOption {
                 session_id,
