@@ -727,3 +727,19 @@ def kill_all(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def expected_modes(result: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """The modes a session/new (load, resume) result offers: its ``modes`` object, else its
+    ``"mode"`` select config option (opencode 1.18), as (current id, [(id, name)])."""
+    modes = result.get("modes") or {}
+    if modes.get("availableModes"):
+        offered = [(m["id"], m["name"]) for m in modes["availableModes"]]
+        return modes.get("currentModeId", ""), offered
+    for option in result.get("configOptions") or []:
+        if option.get("category") == "mode" and option.get("type") == "select":
+            values: list[dict[str, Any]] = []
+            for item in option.get("options") or []:
+                values.extend(item["options"] if "group" in item and "options" in item else [item])
+            return option.get("currentValue", ""), [(v["value"], v["name"]) for v in values]
+    return modes.get("currentModeId", ""), []

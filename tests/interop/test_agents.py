@@ -24,6 +24,7 @@ from .support import (
     TICK_DELAY,
     TICKS,
     describe,
+    expected_modes,
     global_problem,
     group_processes,
     tagged_processes,
@@ -130,18 +131,12 @@ def test_start_captures_initialize_session_and_modes(harness: Harness) -> None:
     assert [m.id for m in info.auth_methods] == [m["id"] for m in init.get("authMethods") or []]
     assert [m.name for m in info.auth_methods] == [m["name"] for m in init.get("authMethods") or []]
     assert client.session_id == new["sessionId"] and client.session_id
-    modes = new.get("modes") or {}
-    assert client.modes.current == modes.get("currentModeId", "")
-    assert [m.id for m in client.modes.available] == [
-        m["id"] for m in modes.get("availableModes") or []
-    ]
-    assert [m.name for m in client.modes.available] == [
-        m["name"] for m in modes.get("availableModes") or []
-    ]
+    # Its modes object, else (opencode 1.18) its "mode" config option.
+    current, offered = expected_modes(new)
+    assert client.modes.current == current
+    assert [(m.id, m.name) for m in client.modes.available] == offered
     if harness.spec.model_api is not None:  # the coding agents all offer modes
-        # opencode only as a config option of category "mode" (client.modes stays empty)
-        mode_options = [o for o in new.get("configOptions") or [] if o.get("category") == "mode"]
-        assert (client.modes.current and client.modes.available) or mode_options
+        assert client.modes.current and client.modes.available
     if harness.spec.name == "codex-acp":  # auth methods of `type: "env_var"` are understood
         assert {"openai-api-key", "codex-api-key"} <= {m.id for m in info.auth_methods}
         assert info.agent_info == {"name": "codex-acp", "title": "Codex", "version": "0.16.0"}

@@ -22,7 +22,7 @@ import acp_fast as acp
 import pytest
 from acp_fast import replay_agent
 
-from .support import DATA, LIMITS, REPLAY_AGENT_ARGS, Journal, read_json_lines
+from .support import DATA, LIMITS, REPLAY_AGENT_ARGS, Journal, expected_modes, read_json_lines
 
 TRANSCRIPTS = sorted(DATA.glob("*.jsonl"))
 ALLOWED_KINDS = ("edit", "execute")
@@ -238,11 +238,9 @@ def check_start(client: acp.Client, init: dict[str, Any], new: dict[str, Any]) -
     methods = init.get("authMethods") or []
     assert [(m.id, m.name) for m in info.auth_methods] == [(m["id"], m["name"]) for m in methods]
     assert client.session_id == new["sessionId"]
-    modes = new.get("modes") or {}
-    assert client.modes.current == modes.get("currentModeId", "")
-    assert [m.id for m in client.modes.available] == [
-        m["id"] for m in modes.get("availableModes") or []
-    ]
+    current, offered = expected_modes(new)  # the modes object, else the "mode" option
+    assert client.modes.current == current
+    assert [(m.id, m.name) for m in client.modes.available] == offered
 
 
 def check_requests_answered(
