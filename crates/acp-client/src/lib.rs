@@ -9,6 +9,7 @@
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
 //! - `call`: a call of the client, owned, and what it asks the connection for.
 //! - `controls`: the flags and queues other threads reach a running call through.
+//! - `published`: the views a client publishes for its properties (read without the call lock).
 //! - `host`: host requests served for the agent (files, terminals), design/host.md.
 //!
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
@@ -18,6 +19,7 @@ pub mod call;
 pub mod controls;
 pub mod edge;
 pub mod host;
+pub mod published;
 pub mod pump;
 
 pub use controls::Controls;

@@ -566,3 +566,36 @@ say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'"#;
     assert!(began.elapsed() >= Duration::from_millis(250));
     assert!(began.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn the_published_views_follow_the_connection_and_a_session_is_refreshed_alone() {
+    use acp_client::controls::lock;
+    use acp_client::published::{view, Published};
+    let turn = format!("say '{}'; say '{END_TURN}'", mode("plan"));
+    let mut agented = start(&turn, |_| {});
+    let mut edge = Recorder::default();
+    let published = Published::default();
+    published.all(&agented.pump.conn);
+    assert!(lock(&published.0).open.is_empty());
+    assert!(lock(&published.0).initialize.is_none());
+    open(&mut agented, &mut edge);
+    published.all(&agented.pump.conn);
+    {
+        let views = lock(&published.0);
+        assert_eq!(views.open, ["s"]);
+        assert!(views.initialize.is_some());
+        assert!(views.reader.is_some());
+        assert_eq!(views.sessions["s"], view(&agented.pump.conn, "s"));
+    }
+    // A session that is not open has the default view.
+    assert_eq!(view(&agented.pump.conn, "nope"), Default::default());
+    let call = prompt(&mut agented.pump, None);
+    let outcome = agented.pump.run_until(&mut edge, Some(call), None);
+    assert!(matches!(outcome, Ok(Some(Outcome::Turn(_)))));
+    // Only the one session is refreshed: the rest of the views stay as the last call left them.
+    lock(&published.0).open.clear();
+    published.session(&agented.pump.conn, "s");
+    let views = lock(&published.0);
+    assert_eq!(views.sessions["s"].modes.0, "plan");
+    assert!(views.open.is_empty());
+}
