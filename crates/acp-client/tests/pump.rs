@@ -468,8 +468,12 @@ fn a_turns_timer_fires_while_the_agent_is_silent() {
     let mut agented = start(":", |_| {});
     let mut edge = Recorder::default();
     open(&mut agented, &mut edge);
+    assert_eq!(agented.pump.next_timer_secs(), None);
     let began = Instant::now();
     let call = prompt(&mut agented.pump, Some(100));
+    // An event loop is told to wake for the turn's timer: within its 0.1 s.
+    let due = agented.pump.next_timer_secs().expect("the turn's timer");
+    assert!((0.0..=0.1).contains(&due), "{due}");
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(
         matches!(result, Err(Error::Acp(AcpError::TurnTimeout { .. }))),
@@ -496,7 +500,9 @@ fn a_closed_pump_refuses_to_wait() {
     let mut agented = start(":", |_| {});
     let mut edge = Recorder::default();
     open(&mut agented, &mut edge);
+    assert!(!agented.pump.reading_ended());
     agented.pump.pipes = None;
+    assert!(agented.pump.reading_ended());
     let call = prompt(&mut agented.pump, None);
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(
@@ -514,6 +520,7 @@ fn an_agent_that_exits_ends_its_output_and_the_call() {
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(result.is_err(), "{result:?}");
     assert!(agented.pump.conn.output_ended());
+    assert!(agented.pump.reading_ended());
 }
 
 #[test]
