@@ -10,7 +10,6 @@
 //! - `call`: a call of the client, owned, and what it asks the connection for.
 //! - `controls`: the flags and queues other threads reach a running call through.
 //! - `published`: the views a client publishes for its properties (read without the call lock).
-//! - `replies`: the reply of each session's running turn, by session id.
 //! - `settings`: plain option values checked once (timeouts, the cancel grace, the host's
 //!   directories and environment, a spawn failure's text).
 //! - `host`: host requests served for the agent (files, terminals), design/host.md.
@@ -24,7 +23,6 @@ pub mod edge;
 pub mod host;
 pub mod published;
 pub mod pump;
-pub mod replies;
 pub mod settings;
 
 pub use controls::Controls;

@@ -164,5 +164,29 @@ impl ReplyBuilder {
     }
 }
 
-/// The reply of each session's running turn, by session id.
-pub(crate) type Replies = acp_client::replies::Replies<ReplyBuilder>;
+/// The reply of each session's running turn, by session id. A few entries at most (one turn
+/// per session), looked up once per joined chunk: a short scan comparing ids costs less than
+/// hashing one.
+#[derive(Default)]
+pub(crate) struct Replies(Vec<(String, ReplyBuilder)>);
+
+impl Replies {
+    #[inline]
+    pub fn get_mut(&mut self, session_id: &str) -> Option<&mut ReplyBuilder> {
+        self.0
+            .iter_mut()
+            .find(|(id, _)| id == session_id)
+            .map(|(_, reply)| reply)
+    }
+
+    /// A new turn's reply (replacing the session's earlier one, if any).
+    pub fn insert(&mut self, session_id: String, reply: ReplyBuilder) {
+        self.remove(&session_id);
+        self.0.push((session_id, reply));
+    }
+
+    pub fn remove(&mut self, session_id: &str) -> Option<ReplyBuilder> {
+        let index = self.0.iter().position(|(id, _)| id == session_id)?;
+        Some(self.0.swap_remove(index).1)
+    }
+}
