@@ -4,6 +4,7 @@
 use acp_proto::calls::CallId;
 use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
+use acp_proto::session::TurnOutcome;
 use acp_proto::{Connection, Outcome, Request};
 
 /// A call, owned (its arguments read once).
@@ -188,6 +189,53 @@ impl Call {
     }
 }
 
+/// A finished call's value, for the binding to make its own value of.
+#[derive(Debug, PartialEq)]
+pub enum Value {
+    None,
+    /// The session opened (or loaded).
+    SessionId(String),
+    /// The listed sessions, raw JSON objects (none when the agent listed none).
+    Listed(Vec<String>),
+    /// The `configOptions` array's JSON text, when there is one.
+    ConfigOptions(Option<String>),
+    /// A finished turn (`timed_out`: it ended after its timeout, "late").
+    Turn(Box<TurnOutcome>),
+    /// A prompt given up after its timeout and grace: a status, not an error.
+    TimedOut,
+}
+
+impl Call {
+    /// The call's value from its outcome: a turn's timeout is its status; a session/new or
+    /// session/prompt that finished without its session or turn is a protocol error.
+    pub fn value(&self, outcome: Result<Option<Outcome>, AcpError>) -> Result<Value, AcpError> {
+        let outcome = match (self, outcome) {
+            (Call::Prompt { .. }, Err(AcpError::TurnTimeout { .. })) => return Ok(Value::TimedOut),
+            (_, outcome) => outcome?,
+        };
+        Ok(match (self, outcome) {
+            (
+                Call::NewSession { .. } | Call::StartSession { .. },
+                Some(Outcome::SessionOpened(id)),
+            ) => Value::SessionId(id),
+            (Call::NewSession { .. } | Call::StartSession { .. }, _) => {
+                return Err(AcpError::protocol("session/new finished without a session"))
+            }
+            (Call::LoadSession { session_id, .. }, _) => Value::SessionId(session_id.clone()),
+            (Call::ListSessions(_), Some(Outcome::Listed(sessions))) => Value::Listed(sessions),
+            (Call::ListSessions(_), _) => Value::Listed(Vec::new()),
+            (Call::SetConfigOption { .. }, Some(Outcome::ConfigOptions(options))) => {
+                Value::ConfigOptions(options)
+            }
+            (Call::Prompt { .. }, Some(Outcome::Turn(turn))) => Value::Turn(turn),
+            (Call::Prompt { .. }, _) => {
+                return Err(AcpError::protocol("session/prompt finished without a turn"))
+            }
+            _ => Value::None,
+        })
+    }
+}
+
 /// A `ConnectError`'s message (design §6) from its detail's: an agent that exited before it
 /// read `initialize` fails as its output ending does; -32000 (authentication required, with
 /// the methods the agent offers) says how to go on.
@@ -206,4 +254,95 @@ pub fn connect_message(detail: &str, exited: bool, auth_methods: Option<&[&str]>
     format!(
         "{detail} (authentication required: the agent offers {methods}; call start(new_session=False), authenticate(method_id), then new_session())"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt() -> Call {
+        Call::Prompt {
+            session_id: "s".into(),
+            content: Vec::new(),
+            timeout_ms: None,
+            gated: false,
+            meta: Vec::new(),
+        }
+    }
+
+    fn turn(timed_out: bool) -> Box<TurnOutcome> {
+        Box::new(TurnOutcome {
+            session_id: "s".into(),
+            response: String::new(),
+            stop_reason: "end_turn".into(),
+            overflow: None,
+            timed_out,
+            tool_calls: Vec::new(),
+            plan: None,
+            available_commands: None,
+            usage: None,
+            current_mode_id: String::new(),
+        })
+    }
+
+    #[test]
+    fn a_turns_timeout_is_its_status_and_any_other_failure_its_error() {
+        let timeout = AcpError::TurnTimeout {
+            session_id: "s".into(),
+        };
+        assert_eq!(prompt().value(Err(timeout)), Ok(Value::TimedOut));
+        let timeout = AcpError::TurnTimeout {
+            session_id: "s".into(),
+        };
+        assert_eq!(Call::Logout.value(Err(timeout.clone())), Err(timeout));
+        let other = AcpError::protocol("boom");
+        assert_eq!(prompt().value(Err(other.clone())), Err(other));
+    }
+
+    #[test]
+    fn a_turn_is_its_value_and_a_prompt_without_one_is_a_protocol_error() {
+        let late = prompt().value(Ok(Some(Outcome::Turn(turn(true)))));
+        assert_eq!(late, Ok(Value::Turn(turn(true))));
+        let error = prompt().value(Ok(Some(Outcome::Done))).unwrap_err();
+        assert!(error
+            .description()
+            .contains("session/prompt finished without a turn"));
+    }
+
+    #[test]
+    fn each_call_has_the_value_of_its_kind() {
+        let new = Call::NewSession {
+            cwd: "/".into(),
+            directories: Vec::new(),
+            servers: None,
+        };
+        let opened = new.value(Ok(Some(Outcome::SessionOpened("n".into()))));
+        assert_eq!(opened, Ok(Value::SessionId("n".into())));
+        let error = new.value(Ok(Some(Outcome::Done))).unwrap_err();
+        assert!(error
+            .description()
+            .contains("session/new finished without a session"));
+        let load = Call::LoadSession {
+            session_id: "l".into(),
+            cwd: "/".into(),
+            directories: Vec::new(),
+            servers: None,
+            resume: false,
+        };
+        assert_eq!(load.value(Ok(None)), Ok(Value::SessionId("l".into())));
+        let list = Call::ListSessions(None);
+        assert_eq!(list.value(Ok(None)), Ok(Value::Listed(Vec::new())));
+        let listed = list.value(Ok(Some(Outcome::Listed(vec!["{}".into()]))));
+        assert_eq!(listed, Ok(Value::Listed(vec!["{}".into()])));
+        let set = Call::SetConfigOption {
+            session_id: "s".into(),
+            config_id: "c".into(),
+            text: "v".into(),
+            flag: None,
+        };
+        let options = set.value(Ok(Some(Outcome::ConfigOptions(Some("[]".into())))));
+        assert_eq!(options, Ok(Value::ConfigOptions(Some("[]".into()))));
+        assert_eq!(set.value(Ok(Some(Outcome::Done))), Ok(Value::None));
+        assert_eq!(Call::Logout.value(Ok(Some(Outcome::Done))), Ok(Value::None));
+    }
 }

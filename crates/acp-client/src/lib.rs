@@ -9,6 +9,9 @@
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
 //! - `call`: a call of the client, owned, and what it asks the connection for.
 //! - `controls`: the flags and queues other threads reach a running call through.
+//! - `published`: the views a client publishes for its properties (read without the call lock).
+//! - `settings`: plain option values checked once (timeouts, the cancel grace, the host's
+//!   directories and environment, a spawn failure's text).
 //! - `host`: host requests served for the agent (files, terminals), design/host.md.
 //!
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
@@ -18,7 +21,9 @@ pub mod call;
 pub mod controls;
 pub mod edge;
 pub mod host;
+pub mod published;
 pub mod pump;
+pub mod settings;
 
 pub use controls::Controls;
 pub use edge::{Asked, Edge, Error, Fail};

@@ -92,6 +92,19 @@ impl Pump {
         &self.controls
     }
 
+    /// Seconds from now to the connection's next timer, if any (an event loop's wait).
+    pub fn next_timer_secs(&self) -> Option<f64> {
+        let now = self.controls.now_ms();
+        self.conn
+            .poll_timeout()
+            .map(|deadline| deadline.saturating_sub(now) as f64 / 1000.0)
+    }
+
+    /// Whether nothing more will be read: the output ended, or the pipes are gone (closed).
+    pub fn reading_ended(&self) -> bool {
+        self.conn.output_ended() || self.pipes.is_none()
+    }
+
     /// Passes the clock in before a call is queued (its timeout counts from now).
     pub fn set_now(&mut self) {
         self.conn.set_now(self.controls.now_ms());

@@ -468,8 +468,12 @@ fn a_turns_timer_fires_while_the_agent_is_silent() {
     let mut agented = start(":", |_| {});
     let mut edge = Recorder::default();
     open(&mut agented, &mut edge);
+    assert_eq!(agented.pump.next_timer_secs(), None);
     let began = Instant::now();
     let call = prompt(&mut agented.pump, Some(100));
+    // An event loop is told to wake for the turn's timer: within its 0.1 s.
+    let due = agented.pump.next_timer_secs().expect("the turn's timer");
+    assert!((0.0..=0.1).contains(&due), "{due}");
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(
         matches!(result, Err(Error::Acp(AcpError::TurnTimeout { .. }))),
@@ -496,7 +500,9 @@ fn a_closed_pump_refuses_to_wait() {
     let mut agented = start(":", |_| {});
     let mut edge = Recorder::default();
     open(&mut agented, &mut edge);
+    assert!(!agented.pump.reading_ended());
     agented.pump.pipes = None;
+    assert!(agented.pump.reading_ended());
     let call = prompt(&mut agented.pump, None);
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(
@@ -514,6 +520,7 @@ fn an_agent_that_exits_ends_its_output_and_the_call() {
     let result = agented.pump.run_until(&mut edge, Some(call), None);
     assert!(result.is_err(), "{result:?}");
     assert!(agented.pump.conn.output_ended());
+    assert!(agented.pump.reading_ended());
 }
 
 #[test]
@@ -565,4 +572,37 @@ say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'"#;
     // Answered after the exit (0.3 s), not at once, and well within 10 s.
     assert!(began.elapsed() >= Duration::from_millis(250));
     assert!(began.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn the_published_views_follow_the_connection_and_a_session_is_refreshed_alone() {
+    use acp_client::controls::lock;
+    use acp_client::published::{view, Published};
+    let turn = format!("say '{}'; say '{END_TURN}'", mode("plan"));
+    let mut agented = start(&turn, |_| {});
+    let mut edge = Recorder::default();
+    let published = Published::default();
+    published.all(&agented.pump.conn);
+    assert!(lock(&published.0).open.is_empty());
+    assert!(lock(&published.0).initialize.is_none());
+    open(&mut agented, &mut edge);
+    published.all(&agented.pump.conn);
+    {
+        let views = lock(&published.0);
+        assert_eq!(views.open, ["s"]);
+        assert!(views.initialize.is_some());
+        assert!(views.reader.is_some());
+        assert_eq!(views.sessions["s"], view(&agented.pump.conn, "s"));
+    }
+    // A session that is not open has the default view.
+    assert_eq!(view(&agented.pump.conn, "nope"), Default::default());
+    let call = prompt(&mut agented.pump, None);
+    let outcome = agented.pump.run_until(&mut edge, Some(call), None);
+    assert!(matches!(outcome, Ok(Some(Outcome::Turn(_)))));
+    // Only the one session is refreshed: the rest of the views stay as the last call left them.
+    lock(&published.0).open.clear();
+    published.session(&agented.pump.conn, "s");
+    let views = lock(&published.0);
+    assert_eq!(views.sessions["s"].modes.0, "plan");
+    assert!(views.open.is_empty());
 }

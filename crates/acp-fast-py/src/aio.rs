@@ -273,17 +273,12 @@ where
         if pump.conn.backlogged() {
             report.backlog = true;
         }
-        let now = pump.controls().now_ms();
-        let timeout = pump
-            .conn
-            .poll_timeout()
-            .map(|deadline| deadline.saturating_sub(now) as f64 / 1000.0);
         report
             .cancelled
             .extend(pump.newly_cancelled().into_iter().map(|ask| ask.0));
-        report.ended |= pump.conn.output_ended() || pump.pipes.is_none();
+        report.ended |= pump.reading_ended();
         report.stopped |= pump.conn.stopped().is_some();
-        report.timeout = timeout;
+        report.timeout = pump.next_timer_secs();
         report
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pyo3::prelude::*;
 
@@ -159,12 +159,9 @@ impl CoreClient {
 
     /// Reads and handles for up to `timeout` seconds; the number of updates delivered.
     fn drain(&self, py: Python<'_>, timeout: f64) -> PyResult<u64> {
-        if !(timeout >= 0.0 && timeout.is_finite()) {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "timeout must be a number of seconds >= 0 (got {timeout})"
-            )));
-        }
-        let until = Instant::now() + Duration::from_secs_f64(timeout);
+        let until = Instant::now()
+            + acp_client::settings::drain_timeout(timeout)
+                .map_err(pyo3::exceptions::PyValueError::new_err)?;
         self.run(
             py,
             Some(until),

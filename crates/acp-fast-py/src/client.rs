@@ -266,13 +266,7 @@ impl CoreClient {
             stderr: settings.stderr,
         };
         let (agent, mut pipes) = py.detach(|| process::spawn(&spawn)).map_err(|e| {
-            // io::Error's text ends in " (os error N)"; Python's OSError shows the errno itself.
-            let text = e.to_string();
-            let text = text.split(" (os error").next().unwrap_or(&text).to_owned();
-            let reason = match &cwd {
-                Some(dir) => format!("could not start the agent in {dir:?}: {text}"),
-                None => format!("could not start the agent: {text}"),
-            };
+            let reason = acp_client::settings::spawn_failure(&e, cwd.as_deref());
             match e.raw_os_error() {
                 Some(errno) => PyOSError::new_err((errno, reason, command.clone())),
                 None => to_pyerr(

@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use acp_client::host::HostConfig;
+use acp_client::settings;
 use acp_os::process::StderrMode;
 use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
@@ -183,12 +184,7 @@ pub(crate) fn read(
     }
     // Too large to allocate is a capacity error, reported before anything starts.
     let message_bytes: u64 = message_bytes.extract::<u64>().unwrap_or(u64::MAX);
-    let cancel_grace: f64 = attr(options, "cancel_grace")?;
-    if !(cancel_grace > 0.0 && cancel_grace.is_finite()) {
-        return Ok(Err(AcpError::InvalidLimits(format!(
-            "cancel_grace must be a positive number of seconds (got {cancel_grace})"
-        ))));
-    }
+    let cancel_grace_ms = take!(settings::cancel_grace_ms(attr(options, "cancel_grace")?));
     let stderr_mode: String = attr(options, "stderr")?;
     let tail = options.getattr("stderr_tail_bytes")?;
     let stderr = match stderr_mode.as_str() {
@@ -223,7 +219,7 @@ pub(crate) fn read(
         mcp_servers: mcp_servers(&options.getattr("mcp_servers")?)?,
         policy: read_policy(&policy)?,
         agent_id: attr(options, "agent_id")?,
-        cancel_grace_ms: (cancel_grace * 1000.0).ceil() as u64,
+        cancel_grace_ms,
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
         capabilities: read_capabilities(options)?,
@@ -242,13 +238,7 @@ pub(crate) fn read_policy(policy: &Bound<'_, PyAny>) -> PyResult<PermissionPolic
 
 /// A call's timeout in seconds: None, or a positive finite number.
 pub(crate) fn deadline(seconds: Option<f64>, name: &str) -> PyResult<Option<Duration>> {
-    match seconds {
-        None => Ok(None),
-        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{name} must be a positive number of seconds (got {s})"
-        ))),
-    }
+    settings::timeout(seconds, name).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// The client's capability config as the facade passes it: None, or (read, write, terminal,
@@ -299,28 +289,15 @@ pub(crate) fn host_config(options: &Bound<'_, PyAny>) -> PyResult<HostConfig> {
     else {
         return Ok(HostConfig::default());
     };
-    // The given forms pair with the realpaths; a facade without them gives the realpaths.
-    let given = if given.len() == additional.len() {
-        given
-    } else {
-        additional.clone()
-    };
     let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
-    let env = match env {
-        Some(pairs) => pairs
-            .into_iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        None => std::env::vars_os().collect(),
-    };
     Ok(HostConfig {
-        additional_directories: given.into_iter().zip(additional).collect(),
+        additional_directories: settings::paired_directories(given, additional),
         allow_any_path,
         terminal_output_bytes,
         read_missing_as_empty,
         terminal_shell,
         max_terminals,
-        env,
+        env: settings::host_env(env),
     })
 }
 

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use acp_proto::limits::PermissionPolicy;
-use acp_proto::permission::{ObserverAnswer, Selection};
+use acp_proto::permission::ObserverAnswer;
 use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitlePattern, TitleRule};
 
 /// Python's `str.casefold` for non-ASCII titles (title patterns are compiled in the core).
@@ -122,18 +122,7 @@ pub(crate) fn observer_answer(answer: &Bound<'_, PyAny>) -> PyResult<Option<Obse
     let Some((tag, a, b, c)) = answer.extract::<Option<(String, String, String, String)>>()? else {
         return Ok(None);
     };
-    let optional = |text: String| (!text.is_empty()).then_some(text);
-    Ok(Some(match tag.as_str() {
-        "reply" => ObserverAnswer::Reply(Selection {
-            outcome: a,
-            option_id: b,
-            option_kind: c,
-        }),
-        _ => ObserverAnswer::Outcome {
-            decision: Decision::parse(&a)
-                .ok_or_else(|| PyTypeError::new_err(format!("not a PermissionDecision: {a:?}")))?,
-            option_id: optional(b),
-            reason: optional(c),
-        },
-    }))
+    ObserverAnswer::from_parts(&tag, a, b, c)
+        .map(Some)
+        .map_err(PyTypeError::new_err)
 }

@@ -16,6 +16,7 @@ use crate::options;
 use crate::reply::ReplyBuilder;
 
 pub(crate) use acp_client::call::Call as Owned;
+use acp_client::call::Value;
 
 /// A call read from its Python arguments once; its value made for Python.
 pub(crate) struct Prepared(pub Owned);
@@ -113,39 +114,18 @@ impl Prepared {
         reply: ReplyBuilder,
         outcome: Result<Option<Outcome>, AcpError>,
     ) -> Result<Py<PyAny>, CallError> {
-        let outcome = match (&self.0, outcome) {
-            (Owned::Prompt { .. }, Err(AcpError::TurnTimeout { .. })) => {
-                return Ok(("timeout", py.None()).into_py_any(py)?)
-            }
-            (_, Err(error)) => return Err(error.into()),
-            (_, Ok(outcome)) => outcome,
-        };
-        match (&self.0, outcome) {
-            (
-                Owned::NewSession { .. } | Owned::StartSession { .. },
-                Some(Outcome::SessionOpened(id)),
-            ) => Ok(id.into_py_any(py)?),
-            (Owned::NewSession { .. } | Owned::StartSession { .. }, _) => {
-                Err(AcpError::protocol("session/new finished without a session").into())
-            }
-            (Owned::LoadSession { session_id, .. }, _) => Ok(session_id.into_py_any(py)?),
-            (Owned::ListSessions(_), Some(Outcome::Listed(sessions))) => {
-                Ok(sessions.into_py_any(py)?)
-            }
-            (Owned::ListSessions(_), _) => Ok(PyList::empty(py).into_any().unbind()),
-            (Owned::SetConfigOption { .. }, Some(Outcome::ConfigOptions(options))) => {
-                Ok(options.into_py_any(py)?)
-            }
-            (Owned::Prompt { .. }, Some(Outcome::Turn(turn))) => {
+        Ok(match self.0.value(outcome)? {
+            Value::None => py.None(),
+            Value::SessionId(id) => id.into_py_any(py)?,
+            Value::Listed(sessions) => sessions.into_py_any(py)?,
+            Value::ConfigOptions(options) => options.into_py_any(py)?,
+            Value::Turn(turn) => {
                 let late = turn.timed_out;
                 let tuple = turn_record(py, reply, *turn)?;
-                Ok((if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?)
+                (if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?
             }
-            (Owned::Prompt { .. }, _) => {
-                Err(AcpError::protocol("session/prompt finished without a turn").into())
-            }
-            _ => Ok(py.None()),
-        }
+            Value::TimedOut => ("timeout", py.None()).into_py_any(py)?,
+        })
     }
 }
 

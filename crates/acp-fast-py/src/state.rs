@@ -1,19 +1,17 @@
 //! What a `CoreClient` keeps: the state behind the call lock (`Locked`: the pump, the
 //! observer's callbacks, the replies being built, the calls in flight), what other threads
-//! share with a running call (`Shared`), and the views published for properties (`Published`).
+//! share with a running call (`Shared`); the views published for properties are
+//! `acp_client::published`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
-use acp_client::controls::lock;
+pub(crate) use acp_client::published::{Published, Views};
 use acp_client::{Controls, Pump};
 use acp_proto::calls::CallId;
-use acp_proto::reader;
-use acp_proto::results::{InitializeInfo, NamedEntry};
-use acp_proto::Connection;
 
 use crate::journal::Hook;
 use crate::prepared::Prepared;
@@ -84,65 +82,4 @@ pub(crate) struct Shared {
     pub controls: Arc<Controls>,
     /// The exception that stopped the client, set as `__cause__` of later calls' errors.
     pub stop_cause: Mutex<Option<Py<PyAny>>>,
-}
-
-#[derive(Clone, Default)]
-pub(crate) struct SessionView {
-    pub modes: (String, Vec<NamedEntry>),
-    pub models: (String, Vec<NamedEntry>),
-    pub config_options: Option<String>,
-    pub commands: Option<String>,
-}
-
-/// What properties read while a call may be running (they must not need the call's lock).
-#[derive(Default)]
-pub(crate) struct Views {
-    pub initialize: Option<InitializeInfo>,
-    pub agent_error: Option<String>,
-    pub reader: Option<reader::Status>,
-    pub sessions: HashMap<String, SessionView>,
-    pub open: Vec<String>,
-}
-
-/// The published views, behind their own lock.
-#[derive(Default)]
-pub(crate) struct Published(pub Mutex<Views>);
-
-impl Published {
-    /// Everything, after a call (with the call lock held).
-    pub fn all(&self, conn: &Connection) {
-        let mut views = lock(&self.0);
-        views.initialize = conn.initialize().cloned();
-        views.agent_error = conn.agent_error().map(str::to_owned);
-        views.reader = Some(conn.reader_status());
-        views.open = conn.session_ids().map(str::to_owned).collect();
-        let mut sessions = HashMap::new();
-        for id in &views.open {
-            sessions.insert(id.clone(), view(conn, id));
-        }
-        views.sessions = sessions;
-    }
-
-    /// One session's view (an update changed its mode, config options or commands).
-    pub fn session(&self, conn: &Connection, session_id: &str) {
-        lock(&self.0)
-            .sessions
-            .insert(session_id.to_owned(), view(conn, session_id));
-    }
-}
-
-fn view(conn: &Connection, session_id: &str) -> SessionView {
-    match conn.session(session_id) {
-        Some(session) => {
-            let models = session.models();
-            let modes = session.offered_modes();
-            SessionView {
-                modes: (modes.current, modes.available),
-                models: (models.current, models.available),
-                config_options: session.config_options.as_ref().map(|v| v.to_string()),
-                commands: session.commands.as_ref().map(|v| v.to_string()),
-            }
-        }
-        None => SessionView::default(),
-    }
 }

@@ -22,6 +22,32 @@ pub enum ObserverAnswer {
     },
 }
 
+impl ObserverAnswer {
+    /// An answer as a binding passes it: `("reply", outcome, option id, option kind)` or
+    /// `("outcome", decision, option id, reason)`, "" for an absent option id or reason.
+    pub fn from_parts(
+        tag: &str,
+        a: String,
+        b: String,
+        c: String,
+    ) -> Result<ObserverAnswer, String> {
+        let optional = |text: String| (!text.is_empty()).then_some(text);
+        Ok(match tag {
+            "reply" => ObserverAnswer::Reply(Selection {
+                outcome: a,
+                option_id: b,
+                option_kind: c,
+            }),
+            _ => ObserverAnswer::Outcome {
+                decision: Decision::parse(&a)
+                    .ok_or_else(|| format!("not a PermissionDecision: {a:?}"))?,
+                option_id: optional(b),
+                reason: optional(c),
+            },
+        })
+    }
+}
+
 /// A decision on a permission request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
@@ -359,4 +385,44 @@ pub fn missing_commit(record: &PermissionRecord) -> crate::error::AcpError {
         "a permission request ({:?}) arrived but the observer has no on_permission_commit to record the decision",
         record.title
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(tag: &str, a: &str, b: &str, c: &str) -> Result<ObserverAnswer, String> {
+        ObserverAnswer::from_parts(tag, a.into(), b.into(), c.into())
+    }
+
+    #[test]
+    fn an_observers_answer_is_a_reply_sent_verbatim_or_a_decision() {
+        assert_eq!(
+            parts("reply", "selected", "y", "allow_once"),
+            Ok(ObserverAnswer::Reply(Selection::selected(
+                "allow_once",
+                "y"
+            )))
+        );
+        assert_eq!(
+            parts("outcome", "allow", "", "ok"),
+            Ok(ObserverAnswer::Outcome {
+                decision: Decision::Allow,
+                option_id: None,
+                reason: Some("ok".into()),
+            })
+        );
+        assert_eq!(
+            parts("outcome", "deny", "n", ""),
+            Ok(ObserverAnswer::Outcome {
+                decision: Decision::Deny,
+                option_id: Some("n".into()),
+                reason: None,
+            })
+        );
+        assert_eq!(
+            parts("outcome", "maybe", "", ""),
+            Err("not a PermissionDecision: \"maybe\"".into())
+        );
+    }
 }

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::writer::{fsync_mode, raise, Journal};
+use super::writer::{fsync_mode, raise, writer_methods, Journal};
 use crate::update::Update;
 
 /// The writer of a JSONL journal (`acp_fast.journal.JsonlJournal`).
@@ -22,98 +22,55 @@ pub struct JournalWriter {
     observer: Option<Py<PyAny>>,
 }
 
-#[pymethods]
-impl JournalWriter {
-    /// `fd`: the journal, open for appending (the writer keeps a duplicate). `size`: its
-    /// length, all whole records. `last_record`, `last_epoch`: what it ends with.
-    #[new]
-    #[pyo3(signature = (path, fd, fsync, size, last_record, last_epoch, observer=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        path: String,
-        fd: i32,
-        fsync: &str,
-        size: u64,
-        last_record: u64,
-        last_epoch: u64,
-        observer: Option<Py<PyAny>>,
-    ) -> PyResult<Self> {
-        if fd < 0 {
-            return Err(PyValueError::new_err("fd must be an open descriptor"));
+writer_methods!(
+    JournalWriter,
+    new: {
+        /// `fd`: the journal, open for appending (the writer keeps a duplicate). `size`: its
+        /// length, all whole records. `last_record`, `last_epoch`: what it ends with.
+        #[new]
+        #[pyo3(signature = (path, fd, fsync, size, last_record, last_epoch, observer=None))]
+        #[allow(clippy::too_many_arguments)]
+        fn new(
+            py: Python<'_>,
+            path: String,
+            fd: i32,
+            fsync: &str,
+            size: u64,
+            last_record: u64,
+            last_epoch: u64,
+            observer: Option<Py<PyAny>>,
+        ) -> PyResult<Self> {
+            if fd < 0 {
+                return Err(PyValueError::new_err("fd must be an open descriptor"));
+            }
+            let fsync = fsync_mode(fsync)?;
+            // SAFETY: `fd` is open for the length of this call (the caller's); ManuallyDrop leaves
+            // it to the caller, and the writer keeps a duplicate of its own.
+            let borrowed = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+            let file = borrowed
+                .try_clone()
+                .map_err(|error| PyRuntimeError::new_err(format!("cannot duplicate fd: {error}")))?;
+            let store = JsonlStore::new(file, size, fsync);
+            let core = Core::new(store, fsync, last_record, last_epoch)
+                .map_err(|error| raise(py, &path, error))?;
+            Ok(JournalWriter {
+                journal: Journal { core, path },
+                observer,
+            })
         }
-        let fsync = fsync_mode(fsync)?;
-        // SAFETY: `fd` is open for the length of this call (the caller's); ManuallyDrop leaves
-        // it to the caller, and the writer keeps a duplicate of its own.
-        let borrowed = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-        let file = borrowed
-            .try_clone()
-            .map_err(|error| PyRuntimeError::new_err(format!("cannot duplicate fd: {error}")))?;
-        let store = JsonlStore::new(file, size, fsync);
-        let core = Core::new(store, fsync, last_record, last_epoch)
-            .map_err(|error| raise(py, &path, error))?;
-        Ok(JournalWriter {
-            journal: Journal { core, path },
-            observer,
-        })
-    }
-
-    /// Records an update (the observer's `on_update`), then calls the wrapped observer's.
-    fn update(&self, py: Python<'_>, update: &Bound<'_, Update>) -> PyResult<()> {
-        self.journal.python_update(py, update)?;
-        if let Some(observer) = &self.observer {
-            observer.bind(py).call1((update,))?;
-        }
-        Ok(())
-    }
-
-    /// Records anything that is not an update and writes it (and what is pending) at once.
-    /// `rest`: the record's text after its time (``"i":…`` up to the closing brace);
-    /// `epoch`: None stamps the latest update's epoch.
-    #[pyo3(signature = (kind, epoch, rest))]
-    fn other(
-        &self,
-        py: Python<'_>,
-        kind: &str,
-        epoch: Option<u64>,
-        rest: &Bound<'_, PyBytes>,
-    ) -> PyResult<()> {
-        self.journal.other(py, kind, epoch, rest.as_bytes())
-    }
-
-    /// The number of the last record made (written or pending).
-    #[getter]
-    fn last_record(&self) -> u64 {
-        self.journal.core.last_record()
-    }
-
-    /// The epoch of the latest update (before any: the one the journal was opened with).
-    #[getter]
-    fn last_epoch(&self) -> u64 {
-        self.journal.core.last_epoch()
-    }
-
-    /// Writes (and, unless fsync is "never", syncs) every pending record now (nothing once
-    /// closed).
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.journal.flush(py)
-    }
-
-    /// Writes what is pending and stops the batch thread. Idempotent; raises once when
-    /// records were lost to a failed write.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.journal.close(py)
-    }
-
-    /// Marks the writer as its parent's in a child made by fork().
-    fn forked(&self) {
-        self.journal.core.forked();
-    }
-}
-
-impl JournalWriter {
-    /// The wrapped observer's `on_update`.
-    pub(crate) fn observer(&self) -> Option<&Py<PyAny>> {
-        self.observer.as_ref()
-    }
-}
+    },
+    other: [
+        " Records anything that is not an update and writes it (and what is pending) at once.",
+        " `rest`: the record's text after its time (``\"i\":…`` up to the closing brace);",
+        " `epoch`: None stamps the latest update's epoch.",
+    ],
+    last_record: " The number of the last record made (written or pending).",
+    flush: [
+        " Writes (and, unless fsync is \"never\", syncs) every pending record now (nothing once",
+        " closed).",
+    ],
+    close: [
+        " Writes what is pending and stops the batch thread. Idempotent; raises once when",
+        " records were lost to a failed write.",
+    ],
+);

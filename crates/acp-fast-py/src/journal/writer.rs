@@ -115,3 +115,79 @@ fn json_dumps(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {
     let dumped = py.import("json")?.getattr("dumps")?.call1((text,))?;
     Ok(dumped.cast::<PyString>()?.to_str()?.as_bytes().to_vec())
 }
+
+/// The methods both writers share, written once: `$writer` has a `journal: Journal<_>` and an
+/// `observer`; `new` (which differs) is passed in whole, and the docstrings that differ (the
+/// stub and stubtest read them) are given line by line.
+macro_rules! writer_methods {
+    (
+        $writer:ident,
+        new: { $($new:tt)* },
+        other: [$($other_doc:literal),* $(,)?],
+        last_record: $last_record_doc:literal,
+        flush: [$($flush_doc:literal),* $(,)?],
+        close: [$($close_doc:literal),* $(,)?] $(,)?
+    ) => {
+        #[pymethods]
+        impl $writer {
+            $($new)*
+
+            /// Records an update (the observer's `on_update`), then calls the wrapped observer's.
+            fn update(&self, py: Python<'_>, update: &Bound<'_, Update>) -> PyResult<()> {
+                self.journal.python_update(py, update)?;
+                if let Some(observer) = &self.observer {
+                    observer.bind(py).call1((update,))?;
+                }
+                Ok(())
+            }
+
+            $(#[doc = $other_doc])*
+            #[pyo3(signature = (kind, epoch, rest))]
+            fn other(
+                &self,
+                py: Python<'_>,
+                kind: &str,
+                epoch: Option<u64>,
+                rest: &Bound<'_, PyBytes>,
+            ) -> PyResult<()> {
+                self.journal.other(py, kind, epoch, rest.as_bytes())
+            }
+
+            #[doc = $last_record_doc]
+            #[getter]
+            fn last_record(&self) -> u64 {
+                self.journal.core.last_record()
+            }
+
+            /// The epoch of the latest update (before any: the one the journal was opened with).
+            #[getter]
+            fn last_epoch(&self) -> u64 {
+                self.journal.core.last_epoch()
+            }
+
+            $(#[doc = $flush_doc])*
+            fn flush(&self, py: Python<'_>) -> PyResult<()> {
+                self.journal.flush(py)
+            }
+
+            $(#[doc = $close_doc])*
+            fn close(&self, py: Python<'_>) -> PyResult<()> {
+                self.journal.close(py)
+            }
+
+            /// Marks the writer as its parent's in a child made by fork().
+            fn forked(&self) {
+                self.journal.core.forked();
+            }
+        }
+
+        impl $writer {
+            /// The wrapped observer's `on_update`.
+            pub(crate) fn observer(&self) -> Option<&Py<PyAny>> {
+                self.observer.as_ref()
+            }
+        }
+    };
+}
+
+pub(super) use writer_methods;
