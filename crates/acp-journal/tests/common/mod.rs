@@ -47,6 +47,8 @@ pub struct Stored {
     /// The largest pending size (`Lines::bytes`) a batch had when it reached the store.
     pub largest: usize,
     pub closed: bool,
+    /// Set by a test: every store from now on fails (whichever thread stores next).
+    pub failing: bool,
 }
 
 /// A store in memory that can lag (`delay` a batch) or fail (from the `fail_at`-th batch on).
@@ -84,9 +86,10 @@ impl Store for Memory {
         batch.make_lines();
         std::thread::sleep(self.delay);
         let mut stored = self.stored.lock().unwrap();
-        if self
-            .fail_at
-            .is_some_and(|at| stored.batches.len() + 1 >= at)
+        if stored.failing
+            || self
+                .fail_at
+                .is_some_and(|at| stored.batches.len() + 1 >= at)
         {
             batch.clear();
             return Err("disk full (test)".to_owned());
