@@ -111,8 +111,13 @@ fn a_failed_store_leaves_a_gap_free_prefix_and_stops_the_journal() {
     core.flush(&Plain).unwrap();
     stored.lock().unwrap().failing = true;
     record_update(&core, &Plain, update("s", 100, ENVELOPE), 7).unwrap();
+    // Stored at once on this thread; the batch thread may have met the failure first (storing
+    // record 100 if this thread was descheduled for a batch interval), so either error says it.
     let failed = record_other(&core, &Plain, "permission", None, br#""i":""}"#);
-    assert_eq!(failed, Err(Error::Write("disk full (test)".to_owned())));
+    assert!(
+        matches!(&failed, Err(Error::Write(m) | Error::Earlier(m)) if m == "disk full (test)"),
+        "{failed:?}"
+    );
     let earlier = Error::Earlier("disk full (test)".to_owned());
     assert_eq!(
         record_update(&core, &Plain, update("s", 101, ENVELOPE), 7),
