@@ -18,6 +18,9 @@ agent that plays a journal or transcript back (see `acp_fast.replay_agent`).
 ``acp-fast agents list|show [ID] --registry PATH|URL`` reads an ACP registry: its agents, and how
 each starts here (``--agent ID`` with ``--registry`` starts one, with its profile).
 
+``acp-fast login [--agent CMD|ID] [--method ID] [--list] [--yes]`` runs an agent's terminal login
+method (ACP terminal authentication) on this terminal; see `acp_fast.cli.login`.
+
 ``acp-fast bench [--quick] [--seconds S]`` measures this machine's reader capacity with the demo
 agent in flood mode.
 
@@ -36,7 +39,7 @@ from collections.abc import Sequence
 
 import acp_fast
 
-from . import agents, bench, chat, errors, journal, replay, run
+from . import agents, bench, chat, errors, journal, login, replay, run
 from .bench import BENCH_SECONDS, BENCH_SIZES, BenchRow, format_bench, run_bench
 from .journal import format_stats, summary
 from .options import Parser, default_agent_command
@@ -64,7 +67,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"acp-fast {acp_fast.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in (run, chat, journal, replay, bench, agents):
+    for module in (run, chat, journal, replay, bench, agents, login):
         module.add_parser(commands)
     return parser
 
