@@ -12,6 +12,7 @@ no terminal login or an error happens, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from typing import Any
 
@@ -97,7 +98,7 @@ def login(parser: Parser, args: argparse.Namespace) -> int:
     except OSError as exc:
         errors.report(exc)
         return 1
-    except _login.subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:
         sys.stderr.write(f"acp-fast: the login did not end within {args.timeout:g} s; stopped\n")
         return 1
     if status == 0:
