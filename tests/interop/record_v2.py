@@ -90,23 +90,26 @@ class Recorder:
             self._log("stderr", line)
 
 
-def idle(message: dict[str, Any]) -> bool:
+def state(message: dict[str, Any]) -> str | None:
     update = message.get("params", {}).get("update", {})
-    return update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+    return update.get("state") if update.get("sessionUpdate") == "state_update" else None
 
 
 def turn(rec: Recorder, session: str, text: str, answer: str | None = None) -> None:
-    """One prompt: its acknowledgement and updates until idle; a permission request answered
-    with `answer`."""
+    """One prompt: its acknowledgement and updates until the turn's idle (the first idle after
+    a running: an agent may report idle before the prompt starts, as simple_agent_v2 does); a
+    permission request answered with `answer`."""
     prompt = rec.request(
         "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
     )
-    acked = ended = False
+    acked = ran = ended = False
     while not (acked and ended):
         for message in rec.read_until(lambda m: True):
             if message.get("id") == prompt and "method" not in message:
                 acked = True
-            elif idle(message):
+            elif state(message) in ("running", "requires_action"):
+                ran = True
+            elif state(message) == "idle" and ran:
                 ended = True
             elif message.get("method") == "session/request_permission":
                 outcome = {"outcome": "selected", "optionId": answer or "reject"}
@@ -131,12 +134,13 @@ def record(command: list[str], out: Path) -> None:
                 "session/prompt",
                 {"sessionId": session, "prompt": [{"type": "text", "text": "slow"}]},
             )
-            rec.read_until(lambda m: m.get("id") == slow or idle(m))
+            seen = rec.read_until(lambda m: m.get("id") == slow)
             time.sleep(0.5)
             rec.send(
                 {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
             )
-            rec.read_until(idle)
+            if not any(state(m) == "idle" for m in seen):  # an echo agent may be done already
+                rec.read_until(lambda m: state(m) == "idle", timeout=5.0)
         finally:
             rec.close()
         text = "".join(json.dumps(line) + "\n" for line in rec.lines)
