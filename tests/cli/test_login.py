@@ -133,13 +133,15 @@ except subprocess.TimeoutExpired:
 """
 
 
-def drive(
-    tmp_path: Path, *extra: str, stdin: str = "secret\n", **variables: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+Ran = tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]
+
+
+def run_with_record(tmp_path: Path, argv: list[str], stdin: str, variables: dict[str, str]) -> Ran:
+    """Runs `argv` with the login agent's record file set; what it printed, and the record the
+    login wrote (None when no login ran)."""
     out = tmp_path / "login.json"
-    method = terminal(args=["--login"], env={"LOGIN_MARK": "1"})
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, json.dumps(raw(method)), AGENT, *extra],
+        argv,
         input=stdin,
         capture_output=True,
         text=True,
@@ -147,8 +149,13 @@ def drive(
         env=env(LOGIN_OUT=str(out), **variables),
         check=False,
     )
-    record = json.loads(out.read_text()) if out.exists() else None
-    return done, record
+    return done, json.loads(out.read_text()) if out.exists() else None
+
+
+def drive(tmp_path: Path, *extra: str, stdin: str = "secret\n", **variables: str) -> Ran:
+    method = terminal(args=["--login"], env={"LOGIN_MARK": "1"})
+    argv = [sys.executable, "-c", DRIVER, json.dumps(raw(method)), AGENT, *extra]
+    return run_with_record(tmp_path, argv, stdin, variables)
 
 
 def test_the_login_runs_with_the_methods_args_and_env_and_its_status_is_returned(
@@ -195,20 +202,9 @@ def test_a_bad_timeout_is_refused() -> None:
 # --- acp-fast login -------------------------------------------------------------------------
 
 
-def cli(
-    tmp_path: Path, *args: str, stdin: str = "", **variables: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
-    out = tmp_path / "login.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "acp_fast", "login", "--agent", f"{sys.executable} {AGENT}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env(LOGIN_OUT=str(out), **variables),
-        check=False,
-    )
-    return done, json.loads(out.read_text()) if out.exists() else None
+def cli(tmp_path: Path, *args: str, stdin: str = "", **variables: str) -> Ran:
+    argv = [sys.executable, "-m", "acp_fast", "login", "--agent", f"{sys.executable} {AGENT}"]
+    return run_with_record(tmp_path, [*argv, *args], stdin, variables)
 
 
 def test_cli_login_runs_the_agents_only_terminal_method(tmp_path: Path) -> None:
