@@ -15,6 +15,7 @@
 
 pub mod calls;
 pub mod connection;
+pub mod elicitation;
 pub mod encode;
 pub mod error;
 pub mod host;
