@@ -27,4 +27,4 @@ pub mod settings;
 
 pub use controls::Controls;
 pub use edge::{Asked, Edge, Error, Fail};
-pub use pump::{Pump, Reads, Stop};
+pub use pump::{Elicited, Pump, Reads, Stop};

@@ -8,6 +8,8 @@
 //! here). A request outside them is answered with a JSON-RPC error at once, the observer never
 //! asked.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The largest `elicitation/create` line read (the reader's own cap may be larger).
@@ -189,7 +191,10 @@ pub fn read(raw_id: &str, envelope: &str) -> Result<ElicitationRecord, Refusal> 
                 .remove("requestedSchema")
                 .ok_or_else(|| invalid("a form elicitation has a requestedSchema".into()))?;
             check_schema(&schema).map_err(invalid)?;
-            record.requested_schema = Some(schema.to_string());
+            // The agent's own text: a parsed value would lose the properties' order, which
+            // is the form's order.
+            record.requested_schema =
+                Some(raw_schema(envelope).unwrap_or_else(|| schema.to_string()));
         }
         "url" => {
             record.url = text(&params, "url", URL_BYTES, true).map_err(invalid)?;
@@ -204,6 +209,22 @@ pub fn read(raw_id: &str, envelope: &str) -> Result<ElicitationRecord, Refusal> 
         }
     }
     Ok(record)
+}
+
+/// `params.requestedSchema` exactly as sent.
+fn raw_schema(envelope: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow, rename = "requestedSchema")]
+        requested_schema: &'a RawValue,
+    }
+    let message: Message<'_> = serde_json::from_str(envelope).ok()?;
+    Some(message.params.requested_schema.get().to_owned())
 }
 
 /// A string field within `limit` bytes: `Ok(None)` when absent (an error when `required`).
