@@ -141,11 +141,10 @@ def test_an_observer_returning_none_declines(make_host_client: MakeClient) -> No
     assert run(client, [{"request": form("x")}])[0]["result"] == {"action": "decline"}
 
 
+@pytest.mark.parametrize("client_driver", ["async"])  # awaitables: AsyncClient only
 def test_an_awaitable_observer_is_awaited_while_reading_goes_on(
-    make_host_client: MakeClient, client_driver: str
+    make_host_client: MakeClient,
 ) -> None:
-    if client_driver != "async":
-        pytest.skip("only AsyncClient awaits an observer's awaitable")
 
     async def answer(request: acp.ElicitationRequest) -> acp.ElicitationReply:
         await asyncio.sleep(0.01)
@@ -160,11 +159,10 @@ def test_an_awaitable_observer_is_awaited_while_reading_goes_on(
     assert len(recorder.updates) >= 1
 
 
+@pytest.mark.parametrize("client_driver", ["async"])  # awaitables: AsyncClient only
 def test_the_agents_cancel_request_cancels_a_pending_awaitable(
-    make_host_client: MakeClient, client_driver: str
+    make_host_client: MakeClient,
 ) -> None:
-    if client_driver != "async":
-        pytest.skip("only AsyncClient has a pending awaitable to cancel")
     tasks: list[asyncio.Task[Any]] = []
 
     async def answer(_: acp.ElicitationRequest) -> acp.ElicitationReply:
@@ -183,11 +181,10 @@ def test_the_agents_cancel_request_cancels_a_pending_awaitable(
     assert tasks[0].cancelled(), "the pending awaitable is cancelled"
 
 
+@pytest.mark.parametrize("client_driver", ["async"])  # awaitables: AsyncClient only
 def test_a_cancelled_turn_cancels_a_pending_elicitation(
-    make_host_client: MakeClient, client_driver: str
+    make_host_client: MakeClient,
 ) -> None:
-    if client_driver != "async":
-        pytest.skip("the blocking client's observer returns before anything else is read")
     tasks: list[asyncio.Task[Any]] = []
     holder: dict[str, Any] = {}
 
@@ -372,11 +369,10 @@ def test_control_bytes_reach_the_observer_as_sent_and_errors_show_them_escaped(
     assert form_request.fields[0].name == evil and form_request.fields[0].description == evil
 
 
+@pytest.mark.parametrize("client_driver", ["async"])  # awaitables: AsyncClient only
 def test_an_awaited_observer_that_raises_or_answers_wrongly_stops_the_client(
-    make_host_client: MakeClient, client_driver: str
+    make_host_client: MakeClient,
 ) -> None:
-    if client_driver != "async":
-        pytest.skip("only AsyncClient awaits an observer's awaitable")
 
     async def raising(_: acp.ElicitationRequest) -> acp.ElicitationReply:
         await asyncio.sleep(0)

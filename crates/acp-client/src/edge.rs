@@ -86,8 +86,8 @@ pub trait Edge {
         &mut self,
         _conn: &Connection,
         _ask: AskId,
-    ) -> Result<crate::pump::Elicited<Self::Deferred>, Fail<Self::Error>> {
-        Ok(crate::pump::Elicited::NotAsked)
+    ) -> Result<crate::elicited::Elicited<Self::Deferred>, Fail<Self::Error>> {
+        Ok(crate::elicited::Elicited::NotAsked)
     }
 
     /// Records a decision before its answer is queued (commit before answer). `Ok(false)`: no

@@ -19,7 +19,6 @@ use crate::edge::{Asked, Edge, Error, Fail};
 use crate::host::{self, Host, HostFailure, HostRequest};
 
 mod elicit;
-pub use elicit::Elicited;
 
 /// Whether `step` reads when no complete line is buffered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

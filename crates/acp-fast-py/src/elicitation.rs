@@ -6,11 +6,9 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-use acp_client::{Elicited, Error, Fail, Pump};
+use acp_client::{Edge, Elicited, Error, Fail, Pump};
 use acp_proto::elicitation::Answer;
 use acp_proto::{AskId, Connection};
-
-use crate::edge::PyEdge;
 
 /// Asks the observer about elicitation `ask`: its answer, None (declined), or under an event
 /// loop an awaitable the request waits on. A raising observer stops the client.
@@ -62,9 +60,9 @@ pub(crate) fn read(answer: &Bound<'_, PyAny>) -> PyResult<Option<Answer>> {
 
 /// An awaited `on_elicitation` finished: its answer is sent (`error`: it raised, or its answer
 /// did not match the request, which stops the client as a raising callback does).
-pub(crate) fn settle(
+pub(crate) fn settle<E: Edge<Error = PyErr>>(
     pump: &mut Pump,
-    edge: &mut PyEdge<'_, '_>,
+    edge: &mut E,
     ask: AskId,
     reply: Option<Bound<'_, PyAny>>,
     error: Option<Bound<'_, PyAny>>,

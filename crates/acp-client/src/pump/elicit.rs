@@ -7,17 +7,7 @@ use acp_proto::AskId;
 
 use super::{Pump, Stop};
 use crate::edge::{Edge, Error, Fail};
-
-/// What the edge answered an elicitation with.
-pub enum Elicited<D> {
-    /// Nobody was asked: the schema's `decline`.
-    NotAsked,
-    /// The observer's reply (None: it abstained, `decline`).
-    Reply(Option<Answer>),
-    /// A value the caller waits on while reading goes on (`Pump::answer_elicitation` settles
-    /// it later).
-    Deferred(D),
-}
+use crate::elicited::Elicited;
 
 impl Pump {
     /// An elicitation the observer is asked about: answered now, or the step stops at a
