@@ -221,6 +221,14 @@ def core_answer(request: ElicitationRequest, reply: object) -> CoreAnswer | None
     """`on_elicitation`'s answer checked and made the core's tuple; None declines."""
     if reply is None:
         return None
+    if hasattr(reply, "__await__"):
+        close = getattr(reply, "close", None)
+        if close is not None:
+            close()  # a coroutine never awaited: no "never awaited" warning
+        raise TypeError(
+            "on_elicitation returned an awaitable: only AsyncClient awaits one "
+            "(with Client, return the ElicitationReply itself)"
+        )
     if not isinstance(reply, ElicitationReply):
         raise TypeError(
             "on_elicitation must return an acp_fast.ElicitationReply or None "

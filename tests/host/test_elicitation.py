@@ -215,6 +215,21 @@ def test_a_raising_observer_stops_the_client(make_host_client: MakeClient) -> No
         run(client, [])
 
 
+def test_an_observer_object_and_a_blocking_client_given_a_coroutine(
+    make_host_client: MakeClient, client_driver: str
+) -> None:
+    async def later(_: acp.ElicitationRequest) -> acp.ElicitationReply:
+        return acp.ElicitationReply("accept", {"name": "Ada"})
+
+    observer = acp.Observer(on_elicitation=later)
+    client, _ = make_host_client(Recorder(), observer=observer)
+    if client_driver == "async":
+        assert run(client, [{"request": form("x")}])[0]["result"]["action"] == "accept"
+        return
+    with pytest.raises(TypeError, match="only AsyncClient awaits one"):
+        run(client, [{"request": form("x")}])
+
+
 def test_a_wrong_answer_type_stops_the_client_with_a_type_error(
     make_host_client: MakeClient,
 ) -> None:
