@@ -197,6 +197,14 @@ def check_content(request: ElicitationRequest, content: Mapping[str, Any]) -> st
             )
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"property {shown!r}: {value!r} cannot be sent as JSON")
+        chosen = [value] if isinstance(value, str) else value if has == "array" else []
+        wrong = [v for v in chosen if field.choices and v not in field.choices]
+        if wrong:
+            allowed = ", ".join(repr(printable_line(c)) for c in field.choices)
+            raise ValueError(
+                f"property {shown!r}: {printable_line(wrong[0])!r} is not one of its choices "
+                f"({allowed})"
+            )
     missing = [f.name for f in fields.values() if f.required and f.name not in content]
     if missing:
         raise ValueError(
@@ -235,8 +243,9 @@ def core_answer(request: ElicitationRequest, reply: object) -> CoreAnswer | None
             f"(got {type(reply).__name__})"
         )
     content = ""
-    if reply.action == "accept" and reply.content is not None:
-        content = check_content(request, reply.content)
+    if reply.action == "accept" and (reply.content is not None or request.mode == "form"):
+        # A form accepted without content still owes its required properties.
+        content = check_content(request, reply.content or {})
     return CoreAnswer("elicitation", reply.action, content, "")
 
 

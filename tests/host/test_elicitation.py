@@ -248,10 +248,13 @@ def test_a_wrong_answer_type_stops_the_client_with_a_type_error(
         ({"name": "x", "age": True}, "property 'age'"),
         ({"name": "x", "ratio": float("nan")}, "property 'ratio'"),
         ({"age": 3}, "requires 'name'"),
+        (None, "requires 'name'"),
+        ({"name": "x", "color": "green"}, "'green' is not one of its choices \\('red', 'blue'\\)"),
+        ({"name": "x", "tags": ["a", "z"]}, "property 'tags': 'z' is not one of its choices"),
     ],
 )
 def test_content_that_does_not_match_the_schema_raises_a_value_error_naming_the_property(
-    make_host_client: MakeClient, content: dict[str, Any], match: str
+    make_host_client: MakeClient, content: dict[str, Any] | None, match: str
 ) -> None:
     client, recorder = make_host_client(
         Eliciting(lambda _: acp.ElicitationReply("accept", content))

@@ -245,9 +245,10 @@ fn text(
     }
 }
 
-/// A form's schema: an object of type "object" whose `properties` is an object of at most
-/// `SCHEMA_PROPERTIES` property schemas, each an object with a string `type`, names and every
-/// string within `NAME_BYTES`... except descriptions, bounded by the whole schema's size.
+/// A form's schema: an object of type "object" within `SCHEMA_BYTES` whose `properties` is an
+/// object of at most `SCHEMA_PROPERTIES` property schemas, each an object with a string `type`;
+/// property names and types within `NAME_BYTES` (titles and descriptions are bounded by the
+/// schema's size).
 fn check_schema(schema: &Value) -> Result<(), String> {
     let Value::Object(fields) = schema else {
         return Err("requestedSchema must be an object".into());
