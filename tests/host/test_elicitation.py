@@ -409,3 +409,19 @@ def test_an_awaited_observer_that_raises_or_answers_wrongly_stops_the_client(
     with pytest.raises(ValueError, match="property 'name'"):
         run(client, [{"request": form("x")}])
     assert not any('"id":"h1"' in line for line in recorder.received())
+
+
+@pytest.mark.parametrize("client_driver", ["async"])  # awaitables: AsyncClient only
+def test_a_flood_of_elicitations_is_bounded(make_host_client: MakeClient) -> None:
+    tasks: list[asyncio.Task[Any]] = []
+
+    def observer(request: acp.ElicitationRequest) -> Any:
+        tasks.append(asyncio.ensure_future(asyncio.Event().wait()))
+        return tasks[-1]
+
+    client, _ = make_host_client(Eliciting(observer))
+    steps: list[dict[str, Any]] = [{"send": form("x")} for _ in range(70)]
+    answers = run(client, [*steps, {"collect": 6}])
+    assert len(tasks) == 64, "64 wait for the user at once"
+    assert [a["error"]["code"] for a in answers] == [-32602] * 6
+    assert "too many elicitations pending" in answers[0]["error"]["message"]

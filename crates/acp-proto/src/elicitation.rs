@@ -27,6 +27,9 @@ pub const URL_BYTES: usize = 8 << 10;
 pub const ELICITATION_ID_BYTES: usize = 1 << 10;
 /// The JSON text of `requestedSchema`.
 pub const SCHEMA_BYTES: usize = 256 << 10;
+/// Elicitations waiting for an awaited observer at once: one user answers them one at a time,
+/// so more than this is an agent flooding the loop with tasks.
+pub const PENDING: usize = 64;
 
 /// The reason recorded for an elicitation the agent cancelled (`$/cancel_request`).
 pub const WITHDRAWN: &str = "cancelled by the agent";

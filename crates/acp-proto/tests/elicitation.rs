@@ -319,3 +319,17 @@ fn a_request_scoped_elicitation_names_a_call_in_flight() {
     assert_eq!(record.url.as_deref(), Some("https://x.test/login"));
     assert_eq!(record.session_id, "");
 }
+
+#[test]
+fn pending_elicitations_are_bounded() {
+    let (mut conn, _) = running(true);
+    for id in 0..acp_proto::elicitation::PENDING + 2 {
+        push(&mut conn, &form(&(100 + id).to_string(), "s"));
+    }
+    assert_eq!(asks(&mut conn).len(), acp_proto::elicitation::PENDING);
+    let refused = sent(&mut conn);
+    assert_eq!(refused.len(), 2);
+    assert!(refused
+        .iter()
+        .all(|l| l.contains("too many elicitations pending")));
+}

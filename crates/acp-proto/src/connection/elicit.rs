@@ -59,7 +59,12 @@ impl Core {
         raw_id: &str,
         envelope: &'a str,
     ) -> Result<Event<'a>, AcpError> {
-        let read = if self.elicitations.advertised {
+        let read = if self.elicitations.pending.len() >= elicitation::PENDING {
+            Err(Refusal::Invalid(format!(
+                "too many elicitations pending: {} wait for the user already",
+                elicitation::PENDING
+            )))
+        } else if self.elicitations.advertised {
             elicitation::read(raw_id, envelope).and_then(|record| self.scope(record))
         } else {
             Err(Refusal::Decline("elicitation is not advertised".into()))
