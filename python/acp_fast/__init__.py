@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from . import _core
 from ._client import Client
 from ._core import Update
+from ._elicitation import ElicitationField, ElicitationReply, ElicitationRequest
 from ._errors import (
     AcpError,
     AgentProtocolError,
@@ -133,6 +134,9 @@ __all__ = [
     "ClientMethod",
     "ConnectError",
     "ContentBlock",
+    "ElicitationField",
+    "ElicitationReply",
+    "ElicitationRequest",
     "EnvVariable",
     "Image",
     "Initialize",

@@ -24,6 +24,7 @@ from ._calls import CoreCall, Plan
 from ._client import _ClientBase
 from ._convert import observer_answer
 from ._core import CLIENT_CLOSED, Report, Update
+from ._elicitation import answer_of
 from ._errors import AgentProtocolError
 from ._types import PromptResult, ReaderStatus
 
@@ -212,7 +213,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             self._timer = loop.call_later(report.timeout, self._on_timer)
 
     def _asked(self, token: int, task: asyncio.Future[Any]) -> None:
-        """An awaited `on_permission` finished: decide its request."""
+        """An awaited `on_permission` or `on_elicitation` finished: decide its request."""
         self._asks.pop(token, None)
         if self._core is None or self._core.closed:
             return
@@ -222,7 +223,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
             error = task.exception()
             if error is None:
                 try:
-                    reply = observer_answer(task.result())
+                    reply = answer_of(task.result(), observer_answer)
                 except TypeError as wrong:
                     error = wrong
         self._apply(self._live.aio_decide(token, reply, error))

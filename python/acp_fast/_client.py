@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from . import _calls, _convert, _core, _shutdown, _spawn_args
+from . import _calls, _convert, _core, _elicitation, _shutdown, _spawn_args
 from . import telemetry as _telemetry
 from ._core import CLIENT_CLOSED, Update
 from ._host import activity_callback, capability_tuple
@@ -122,6 +122,10 @@ class _ClientBase(Generic[_S]):
                 ``on_activity(activity)``, ``on_sent(line)`` and ``on_received(line)`` (an
                 `Observer`, a journal, your own class), or None. What it lacks is simply not
                 called: replies, `TurnResult` and policy decisions work without it.
+                ``on_elicitation(request)`` answers the agent's `ElicitationRequest` with an
+                `ElicitationReply` (None declines); only with it does the client advertise
+                ``clientCapabilities.elicitation``, and without it every elicitation is
+                declined.
             durable: The audit rule: when True, an update or permission request that the
                 observer has no ``on_update`` / ``on_permission_commit`` to record fails the
                 call with `MissingDurableObserver` and stops the client. Default False.
@@ -229,6 +233,10 @@ class _ClientBase(Generic[_S]):
                     getattr(observer, "on_activity", None) if has else None
                 ),
                 durable=durable,
+                elicitation_preview=_elicitation.preview(
+                    getattr(observer, "on_elicitation", None) if has else None,
+                    self._asynchronous,
+                ),
             )
         )
         if journal_epoch is not None:

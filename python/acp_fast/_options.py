@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _core
 from ._core import Update
+from ._elicitation import ElicitationRequest
 from ._errors import InvalidLimits
 from ._types import (
     ClientActivity,
@@ -81,6 +82,8 @@ class _CoreOptions:
     on_activity: Any = None
     #: A missing `on_update` / `on_permission_commit` fails the call (the seed's audit rule).
     durable: bool = False
+    #: `observer.on_elicitation` wrapped by `_elicitation.preview` (None: not advertised).
+    elicitation_preview: Any = None
 
 
 def _check_type(value: object, expected: type | tuple[type, ...], name: str, what: str) -> None:
@@ -152,7 +155,7 @@ def _journal_epoch(observer: object) -> int | None:
 
 @dataclass(frozen=True)
 class Observer:
-    """A ready observer holding up to four callables; any may be None."""
+    """A ready observer holding up to five callables; any may be None."""
 
     on_update: Callable[[Update], None] | None = None
     on_permission: (
@@ -160,3 +163,4 @@ class Observer:
     ) = None
     on_permission_commit: Callable[[PermissionRequest], None] | None = None
     on_activity: Callable[[ClientActivity], None] | None = None
+    on_elicitation: Callable[[ElicitationRequest], Any] | None = None

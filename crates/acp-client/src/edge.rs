@@ -80,6 +80,16 @@ pub trait Edge {
         ask: AskId,
     ) -> Result<Asked<Self::Deferred>, Fail<Self::Error>>;
 
+    /// An elicitation (`elicitation/create`) the observer is asked about (`conn.elicitation`
+    /// gives what to show). Without an observer that answers them: `NotAsked` (decline).
+    fn elicit(
+        &mut self,
+        _conn: &Connection,
+        _ask: AskId,
+    ) -> Result<crate::elicited::Elicited<Self::Deferred>, Fail<Self::Error>> {
+        Ok(crate::elicited::Elicited::NotAsked)
+    }
+
     /// Records a decision before its answer is queued (commit before answer). `Ok(false)`: no
     /// callback records decisions (the pump checks the durable rule).
     fn commit(&mut self, record: &PermissionRecord) -> Result<bool, Fail<Self::Error>>;

@@ -13,6 +13,7 @@
 //! - `settings`: plain option values checked once (timeouts, the cancel grace, the host's
 //!   directories and environment, a spawn failure's text).
 //! - `host`: host requests served for the agent (files, terminals), design/host.md.
+//! - `elicited`: what the edge answers an elicitation with (`pump::elicit` settles it).
 //!
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
 
@@ -20,6 +21,7 @@ pub mod agent;
 pub mod call;
 pub mod controls;
 pub mod edge;
+pub mod elicited;
 pub mod host;
 pub mod published;
 pub mod pump;
@@ -27,4 +29,5 @@ pub mod settings;
 
 pub use controls::Controls;
 pub use edge::{Asked, Edge, Error, Fail};
+pub use elicited::Elicited;
 pub use pump::{Pump, Reads, Stop};

@@ -18,6 +18,8 @@ use crate::controls::Controls;
 use crate::edge::{Asked, Edge, Error, Fail};
 use crate::host::{self, Host, HostFailure, HostRequest};
 
+mod elicit;
+
 /// Whether `step` reads when no complete line is buffered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reads {
@@ -49,6 +51,7 @@ enum Flow {
     Handled { pause: bool },
     Done(CallId, Result<Outcome, AcpError>),
     Permission(AskId, bool),
+    Elicitation(AskId),
     Host(Box<HostRequest>),
 }
 
@@ -160,6 +163,7 @@ impl Pump {
                     None
                 }
                 Flow::Permission(ask, cancelled) => self.permission(edge, ask, cancelled)?,
+                Flow::Elicitation(ask) => self.elicitation(edge, ask)?,
             };
             *budget -= 1;
             // Answers leave as they are decided, not at the end of a long step.
@@ -277,6 +281,7 @@ impl Pump {
                 Flow::Host(Box::new((host, method, session_id, op))),
             ),
             Ok(Some(Event::Other { line })) => (tap(edge, line), Flow::Handled { pause: false }),
+            Ok(Some(Event::Elicitation { ask, line })) => (tap(edge, line), Flow::Elicitation(ask)),
         };
         match tapped {
             Ok(()) => Ok(flow),

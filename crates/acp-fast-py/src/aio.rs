@@ -389,6 +389,16 @@ impl CoreClient {
         let mut guard = lock(&self.call);
         let mut pass = Pass::new(self, py, &mut guard);
         let ask = AskId(token);
+        if pass.pump.conn.is_elicitation(ask) {
+            if pass.pump.is_deferred(ask) && pass.pump.conn.stopped().is_none() {
+                let settled =
+                    crate::elicitation::settle(pass.pump, &mut pass.edge, ask, reply, error);
+                if let Err(error) = settled {
+                    pass.error(error);
+                }
+            }
+            return pass.finish();
+        }
         if pass.pump.is_deferred(ask) && pass.pump.conn.stopped().is_none() {
             let answer = match error {
                 Some(error) => Err(PyErr::from_value(error)),

@@ -251,7 +251,8 @@ impl CoreClient {
         let reader_limits = reader::Limits {
             message_bytes: usize::try_from(settings.message_bytes).unwrap_or(usize::MAX),
         };
-        let conn = Connection::new(settings.config, reader_limits).map_err(|e| to_pyerr(py, e))?;
+        let mut conn =
+            Connection::new(settings.config, reader_limits).map_err(|e| to_pyerr(py, e))?;
         let options::Spawn {
             command,
             args,
@@ -281,6 +282,7 @@ impl CoreClient {
         let waker = Waker::new()?;
         pipes.set_waker(waker.fd());
         let observer: options::Observer = options.extract()?;
+        conn.advertise_elicitation(observer.elicitation_preview.is_some());
         // A journal's own `update` as on_update: the pump records each update into it
         // directly, and calls only the observer it wraps.
         let hook = observer
@@ -300,6 +302,7 @@ impl CoreClient {
             on_received: observer.on_received,
             fold: observer.fold,
             on_activity: observer.on_activity,
+            elicitation: observer.elicitation_preview,
             durable: observer.durable,
         };
         let pid = agent.pid();

@@ -275,6 +275,15 @@ impl<'py> Edge for PyEdge<'py, '_> {
         asked.map_err(|error| Fail::Callback("on_permission", error))
     }
 
+    fn elicit(
+        &mut self,
+        conn: &Connection,
+        ask: AskId,
+    ) -> Result<acp_client::Elicited<Py<PyAny>>, Fail<PyErr>> {
+        let callback = self.callbacks.elicitation.as_ref();
+        crate::elicitation::ask(self.py, callback, conn, ask, self.asynchronous)
+    }
+
     fn commit(&mut self, record: &PermissionRecord) -> Result<bool, Fail<PyErr>> {
         let Some(commit) = self.callbacks.permission_commit.as_ref() else {
             return Ok(false);

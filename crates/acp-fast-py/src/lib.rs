@@ -18,6 +18,7 @@ mod call;
 mod calls;
 mod client;
 mod edge;
+mod elicitation;
 mod errors;
 mod guard;
 mod journal;

@@ -84,6 +84,8 @@ pub(crate) struct Observer {
     pub fold: Option<Py<PyAny>>,
     #[pyo3(attribute)]
     pub on_activity: Option<Py<PyAny>>,
+    #[pyo3(attribute)]
+    pub elicitation_preview: Option<Py<PyAny>>,
     #[pyo3(attribute, from_py_with = truthy)]
     pub durable: bool,
 }

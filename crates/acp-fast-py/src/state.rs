@@ -34,6 +34,8 @@ pub(crate) struct Callbacks {
     pub fold: Option<Py<PyAny>>,
     /// `observer.on_activity`: one record per host request (design/host.md §4).
     pub on_activity: Option<Py<PyAny>>,
+    /// `observer.on_elicitation`, wrapped by `acp_fast._elicitation.preview`.
+    pub elicitation: Option<Py<PyAny>>,
     /// `durable=True`: a missing `on_update` or `on_permission_commit` fails the call
     /// (`MissingDurableObserver`); otherwise what no callback takes is not recorded outside.
     pub durable: bool,
@@ -49,6 +51,7 @@ impl Callbacks {
             &self.on_received,
             &self.fold,
             &self.on_activity,
+            &self.elicitation,
         ]
         .into_iter()
         .flatten()

@@ -6,6 +6,7 @@
 //! - `encode`: outgoing messages, byte-exact.
 //! - `limits`: the settings (transfer caps, permission policy) and their validation.
 //! - `update`, `permission`: one update; one permission request and the policy's choice.
+//! - `elicitation`: an `elicitation/create` read within its bounds, and its answer.
 //! - `host`: host requests (files, terminals): checks, answers, activity records.
 //! - `rules`: permission rules, the resolution tiers and the option choice.
 //! - `calls`, `session`, `results`: the calls table with its tombstones, the sessions table with
@@ -15,6 +16,7 @@
 
 pub mod calls;
 pub mod connection;
+pub mod elicitation;
 pub mod encode;
 pub mod error;
 pub mod host;

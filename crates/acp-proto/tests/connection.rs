@@ -106,6 +106,14 @@ fn events(conn: &mut Connection) -> Vec<String> {
                 Err(error) => format!("failed {} {}", call.0, error.class_name()),
             }),
             Ok(Some(Event::Other { line })) => seen.push(format!("other {line}")),
+            Ok(Some(Event::Elicitation { ask, .. })) => {
+                let decided = conn.decide_elicitation(ask, None).unwrap();
+                seen.push(format!(
+                    "elicitation {} {}",
+                    decided.record.action, decided.record.reason
+                ));
+                conn.send_elicitation(decided);
+            }
             Ok(Some(Event::Host {
                 host, method, op, ..
             })) => {

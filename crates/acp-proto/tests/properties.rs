@@ -562,6 +562,10 @@ fn drive(conn: &mut Connection, line: &[u8]) -> bool {
             }
             Ok(Some(Event::Done { .. })) => ended = true,
             Ok(Some(Event::Other { .. })) => {}
+            Ok(Some(Event::Elicitation { ask, .. })) => {
+                let decided = conn.decide_elicitation(ask, None).expect("a decline fits");
+                conn.send_elicitation(decided);
+            }
             Ok(Some(Event::Host { host, op, .. })) => {
                 let answer = conn
                     .answer_host(host, op.map(|_| acp_proto::host::HostOk::Empty), None)

@@ -93,6 +93,7 @@ class _Journal:
     #: has one, so the client sees no answer hook otherwise.
     on_update: Callable[[Update], None]
     on_permission: Callable[[PermissionRequest], Any]
+    on_elicitation: Callable[[Any], Any]
 
     path: str
     fsync: Fsync
@@ -109,6 +110,10 @@ class _Journal:
         inner_permission = getattr(observer, "on_permission", None)
         if inner_permission is not None:
             self.on_permission = inner_permission
+        # Likewise: the client advertises elicitation only when an observer answers them.
+        inner_elicitation = getattr(observer, "on_elicitation", None)
+        if inner_elicitation is not None:
+            self.on_elicitation = inner_elicitation
 
     def _start(self, writer: _Writer) -> None:
         self._writer = writer

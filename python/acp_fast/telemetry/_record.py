@@ -369,7 +369,7 @@ class _Observed:
 
     def __init__(self, telemetry: ClientTelemetry, observer: Any) -> None:
         has = observer is not None
-        for name in ("on_permission", "on_sent", "on_received"):
+        for name in ("on_permission", "on_elicitation", "on_sent", "on_received"):
             value = getattr(observer, name, None) if has else None
             if value is not None:
                 setattr(self, name, value)

@@ -119,9 +119,15 @@ impl Core {
             Some("$/cancel_request") if message.id.is_none() => Ok(self
                 .cancel_host(envelope)
                 .unwrap_or_else(|| {
-                    self.withdraw_ask(envelope);
+                    if !self.withdraw_ask(envelope) {
+                        self.withdraw_elicitation(envelope);
+                    }
                     Event::Other { line: envelope }
                 })),
+            Some("elicitation/create") if message.id.is_some() => {
+                let raw_id = message.id.expect("checked").get();
+                self.elicitation(raw_id, envelope)
+            }
             Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
                 let method = ClientMethod::from_wire(method).expect("checked");
                 let raw_id = message.id.expect("checked").get();

@@ -22,11 +22,13 @@ use std::collections::VecDeque;
 
 mod answers;
 mod checks;
+mod elicit;
 mod host;
 mod lines;
 mod outbox;
 mod requests;
 
+pub use elicit::ElicitationDecided;
 pub use host::{HostAnswer, HostId};
 
 use serde_json::Value;
@@ -79,6 +81,9 @@ pub enum Event<'a> {
         /// latch is tripped, a remembered answer or a rule matched. The observer is not asked.
         cancelled: bool,
     },
+    /// An `elicitation/create` the observer is asked about (`Connection::elicitation` gives
+    /// what to show it), then `decide_elicitation`; `line` is the request.
+    Elicitation { ask: AskId, line: &'a str },
     /// A call finished (`line` is its response; "" when a timer ended it).
     Done {
         call: CallId,
@@ -172,6 +177,7 @@ struct Core {
     calls: Calls,
     sessions: Vec<SessionEntry>,
     asks: Vec<(AskId, Ask)>,
+    elicitations: elicit::Elicitations,
     hosts: Vec<host::PendingHost>,
     next_host: u64,
     /// Per session: the answers kept by `remember=True` (forgotten when it closes).
@@ -222,6 +228,7 @@ impl Connection {
                 calls: Calls::default(),
                 sessions: Vec::new(),
                 asks: Vec::new(),
+                elicitations: Default::default(),
                 remembered: Default::default(),
                 hosts: Vec::new(),
                 next_host: 0,
@@ -394,7 +401,7 @@ impl Connection {
     pub fn ask_cancelled(&self, ask: AskId) -> bool {
         self.core.ask(ask).is_some_and(|request| {
             request.withdrawn || self.core.latched(&request.record.session_id)
-        })
+        }) || self.elicitation_cancelled(ask)
     }
 
     /// Whether `withdrawn_ahead` would look at more bytes than are already read (a driver

@@ -31,7 +31,10 @@ impl Core {
             Request::Initialize => encode::initialize(
                 id,
                 &self.config.client_info,
-                &crate::host::HostCapabilities::json(self.config.capabilities.as_ref()),
+                &super::elicit::advertise(
+                    crate::host::HostCapabilities::json(self.config.capabilities.as_ref()),
+                    self.elicitations.advertised,
+                ),
             ),
             Request::NewSession {
                 cwd,
