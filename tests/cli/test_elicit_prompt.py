@@ -3,10 +3,17 @@ answers: typed fields, enums, skipping, wrong answers, end of input, and hostile
 
 from __future__ import annotations
 
+import json
+import shlex
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from acp_fast.cli import elicit
+
+from .ptykit import Pty
 
 
 def scripted(*answers: str) -> tuple[Callable[[str], str], Callable[[str], None], list[str]]:
@@ -101,3 +108,92 @@ def test_numbers_must_be_finite() -> None:
     schema = {"type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"]}
     read, write, _ = scripted("y", "nan", "inf", "2.5")
     assert elicit.ask("m", "form", schema=schema, read=read, write=write) == ("accept", {"r": 2.5})
+
+
+# --- acp-fast run and chat on a terminal, against the scripted host agent ------------------
+
+HOST_AGENT = Path(__file__).resolve().parents[1] / "host" / "host_agent.py"
+ASKING = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Who \x1b[31mare\x1b[0m you?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name"],
+        },
+    },
+}
+
+
+def _agent(tmp_path: Path) -> str:
+    return shlex.join([sys.executable, "-I", str(HOST_AGENT), str(tmp_path / "agent.log")])
+
+
+def test_run_on_a_terminal_asks_the_form_and_sends_the_answers(tmp_path: Path) -> None:
+    steps = json.dumps([{"request": ASKING}])
+    pty = Pty(
+        ["run", "--view", "plain", "--agent", _agent(tmp_path), "--cwd", str(tmp_path), steps],
+        cwd=tmp_path,
+    )
+    try:
+        pty.expect(r"Answer\? \[y\]es")
+        pty.send("y\r")
+        pty.expect(r"name \(string\)")
+        pty.send("Ada\r")
+        pty.expect(r"age \(integer, Enter to skip\)")
+        pty.send("36\r")
+        assert pty.finish() == 0, pty.text
+    finally:
+        pty.close()
+    assert "\x1b[31m" not in pty.text  # the agent's control bytes are shown, not obeyed
+    sent = [json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()]
+    answers = [
+        m["result"] for m in sent if isinstance(m.get("result"), dict) and "action" in m["result"]
+    ]
+    assert answers == [{"action": "accept", "content": {"name": "Ada", "age": 36}}]
+
+
+def test_run_without_a_terminal_advertises_no_elicitation(tmp_path: Path) -> None:
+    steps = json.dumps([{"request": ASKING}])
+    command = ["run", "--view", "plain", "--agent", _agent(tmp_path), "--cwd", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_fast", *command, steps],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()]
+    init = next(m for m in sent if m.get("method") == "initialize")
+    assert "elicitation" not in init["params"]["clientCapabilities"]
+    answers = [
+        m["result"] for m in sent if isinstance(m.get("result"), dict) and "action" in m["result"]
+    ]
+    assert answers == [{"action": "decline"}]
+
+
+def test_chat_asks_an_elicitation_and_ctrl_d_cancels_it(tmp_path: Path) -> None:
+    steps = json.dumps([{"request": ASKING}])
+    pty = Pty(
+        ["chat", "--view", "plain", "--agent", _agent(tmp_path), "--cwd", str(tmp_path)],
+        cwd=tmp_path,
+    )
+    try:
+        pty.expect(r"you> ")
+        pty.send(steps + "\r")
+        pty.expect(r"Answer\? \[y\]es")
+        pty.send("y\r")
+        pty.expect(r"name \(string\)")
+        pty.send(b"\x04")  # end of input: the elicitation is cancelled, then chat leaves
+        pty.finish()
+    finally:
+        pty.close()
+    sent = [json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()]
+    answers = [
+        m["result"] for m in sent if isinstance(m.get("result"), dict) and "action" in m["result"]
+    ]
+    assert answers == [{"action": "cancel"}]

@@ -32,7 +32,7 @@ import acp_fast
 from acp_fast import journal as journal_module
 from acp_fast._text import printable_line
 
-from . import agent, errors, options
+from . import agent, elicit, errors, options
 from .lines import LineReader
 from .options import Parser, command_parser
 from .output import ConsoleObserver, Screen, isatty, live_view, say
@@ -81,7 +81,8 @@ class _Leave(Exception):
 
 @dataclass
 class _Question:
-    request: acp_fast.PermissionRequest
+    #: A `PermissionRequest` or an `ElicitationRequest`.
+    request: Any
     answer: Any = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -99,6 +100,7 @@ class Relay:
         self.cancelled = threading.Event()
         if ask:
             self.on_permission = self._ask
+            self.on_elicitation = self._elicit
 
     def attach_journal(self, journal: Any) -> None:
         """Each turn's live view counts the journal's records in its footer."""
@@ -126,6 +128,17 @@ class Relay:
         while not question.done.wait(0.1):
             if self.cancelled.is_set():
                 return acp_fast.PermissionOutcome(acp_fast.PermissionDecision.CANCEL)
+        return question.answer
+
+    def _elicit(self, request: acp_fast.ElicitationRequest) -> Any:
+        """As `_ask`, for an elicitation (a cancelled turn answers it "cancel")."""
+        if self.cancelled.is_set():
+            return acp_fast.ElicitationReply("cancel")
+        question = _Question(request, answer=acp_fast.ElicitationReply("cancel"))
+        self.questions.put(question)
+        while not question.done.wait(0.1):
+            if self.cancelled.is_set():
+                return acp_fast.ElicitationReply("cancel")
         return question.answer
 
 
@@ -442,6 +455,9 @@ class Chat:
         worker.join()
 
     def _ask(self, question: _Question, view: Any) -> None:
+        if isinstance(question.request, acp_fast.ElicitationRequest):
+            self._ask_elicitation(question, view)
+            return
         request = question.request
         title = printable_line(request.title or request.tool_call_id or "(untitled)")
         kind = f" ({printable_line(request.tool_kind)})" if request.tool_kind else ""
@@ -487,6 +503,43 @@ class Chat:
             if resume is not None:
                 resume()
             agent.status(view, "waiting for the agent…")
+
+    def _ask_elicitation(self, question: _Question, view: Any) -> None:
+        """The elicitation's questions on the terminal (`elicit.reply_for`); end of input
+        cancels it and leaves after the turn."""
+
+        def read(prompt: str) -> str:
+            line = self.reader.read(prompt, fresh=True)
+            if line is None:
+                self._leaving = True
+                raise EOFError
+            return line
+
+        agent.status(view, None)
+        pause = getattr(view, "pause", None)
+        if pause is not None:
+            pause()
+        else:
+            self.relay.plain.finish()
+            self.screen.end_lines()
+        try:
+            question.answer = elicit.reply_for(question.request, read=read, write=say_text)
+        except _Interrupt:
+            if pause is not None:
+                say("")
+            raise
+        finally:
+            question.done.set()
+            resume = getattr(view, "resume", None)
+            if resume is not None:
+                resume()
+            agent.status(view, "waiting for the agent…")
+
+
+def say_text(text: str) -> None:
+    """`say` for text that brings its own line ends (the elicitation questions)."""
+    for line in text.rstrip("\n").split("\n"):
+        say(line)
 
 
 def run(parser: Parser, args: argparse.Namespace) -> int:

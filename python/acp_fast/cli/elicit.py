@@ -10,9 +10,11 @@ terminal; the CLI passes `input` and stderr.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from acp_fast._elicitation import ElicitationReply, ElicitationRequest, check_content
 from acp_fast._text import printable, printable_line
 
 #: The most fields a form may have for the CLI to ask them.
@@ -198,3 +200,69 @@ def _parse(kind: str, text: str, options: list[tuple[str, str]]) -> Any:
     if kind == "array":
         return [part.strip() for part in text.split(",") if part.strip()]
     return None
+
+
+def reply_for(
+    request: ElicitationRequest, *, read: Callable[[str], str], write: Callable[[str], None]
+) -> ElicitationReply:
+    """The user's `ElicitationReply` to `request`, asked with `read`/`write`. An accepted form
+    whose content the library would refuse (`check_content`) is declined, with the reason
+    shown, rather than stopping the client."""
+    action, content = ask(
+        request.message,
+        request.mode,
+        schema=request.requested_schema,
+        url=request.url,
+        read=read,
+        write=write,
+    )
+    if action == "accept" and content is not None:
+        try:
+            check_content(request, content)
+        except ValueError as exc:
+            write(
+                f"(the answer does not fit the form: {printable_line(str(exc))[:300]}; declined)\n"
+            )
+            return ElicitationReply("decline")
+    return ElicitationReply(action, content)  # type: ignore[arg-type]
+
+
+def terminal_asker(view: Any) -> Callable[[ElicitationRequest], ElicitationReply]:
+    """An ``on_elicitation`` for `acp-fast run` on a terminal: the view paused while the
+    questions are on stderr, the answers read from stdin."""
+
+    def read(prompt: str) -> str:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+    def write(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    def on_elicitation(request: ElicitationRequest) -> ElicitationReply:
+        target = getattr(view, "screen", view)
+        status = getattr(target, "status", None)
+        if status is not None:
+            status(None)
+        pause = getattr(view, "pause", None)
+        if pause is not None:
+            pause()
+        else:
+            finish = getattr(view, "finish", None)
+            if finish is not None:
+                finish()
+            end = getattr(target, "end_lines", None)
+            if end is not None:
+                end()
+        try:
+            return reply_for(request, read=read, write=write)
+        finally:
+            resume = getattr(view, "resume", None)
+            if resume is not None:
+                resume()
+
+    return on_elicitation

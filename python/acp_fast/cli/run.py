@@ -11,7 +11,7 @@ from typing import Any
 import acp_fast
 from acp_fast import journal as journal_module
 
-from . import agent, errors, options
+from . import agent, elicit, errors, options
 from .options import Parser, command_parser
 from .output import ConsoleObserver, Screen, isatty, live_view, say
 
@@ -68,6 +68,9 @@ def run(parser: Parser, args: argparse.Namespace) -> int:
         return 1
     live = live_view(parser, args.view, args.journal)
     view: Any = live if live is not None else ConsoleObserver(sys.stdout, sys.stderr)
+    if isatty(sys.stdin):
+        # Elicitations are asked on the terminal; without one, none is advertised.
+        view.on_elicitation = elicit.terminal_asker(view)
     screen = view.screen if isinstance(view, ConsoleObserver) else None
     client: acp_fast.Client | None = None
     name = options.agent_name(command)
