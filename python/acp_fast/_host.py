@@ -36,6 +36,8 @@ def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] |
         config.terminal_shell,
         config.max_terminals,
         list(config._given_directories),
+        config.notices,
+        config.compaction,
     )
 
 

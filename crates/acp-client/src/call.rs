@@ -282,6 +282,7 @@ mod tests {
             available_commands: None,
             usage: None,
             current_mode_id: String::new(),
+            ..TurnOutcome::default()
         })
     }
 

@@ -13,7 +13,7 @@ use acp_client::settings;
 use acp_os::process::StderrMode;
 use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
-use acp_proto::host::HostCapabilities;
+use acp_proto::host::{HostCapabilities, SessionOptIns};
 use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
 
 /// A positive integer limit, with the message every binding shares.
@@ -223,6 +223,7 @@ pub(crate) fn read(
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
         capabilities: read_capabilities(options)?,
+        session_opt_ins: read_opt_ins(options)?,
     };
     Ok(Ok(Options {
         config,
@@ -243,7 +244,8 @@ pub(crate) fn deadline(seconds: Option<f64>, name: &str) -> PyResult<Option<Dura
 
 /// The client's capability config as the facade passes it: None, or (read, write, terminal,
 /// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
-/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
+/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given,
+/// notices, compaction).
 type ConfigTuple = (
     bool,
     bool,
@@ -255,6 +257,8 @@ type ConfigTuple = (
     Option<String>,
     usize,
     Vec<String>,
+    bool,
+    bool,
 );
 
 fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
@@ -272,6 +276,16 @@ fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabili
     )
 }
 
+/// The session extensions opted into (`ClientCapabilityConfig.notices` / `.compaction`).
+fn read_opt_ins(options: &Bound<'_, PyAny>) -> PyResult<SessionOptIns> {
+    Ok(config_tuple(options)?
+        .map(|tuple| SessionOptIns {
+            notices: tuple.10,
+            compaction: tuple.11,
+        })
+        .unwrap_or_default())
+}
+
 /// The host's settings (default: no files or terminals served).
 pub(crate) fn host_config(options: &Bound<'_, PyAny>) -> PyResult<HostConfig> {
     let Some((
@@ -285,6 +299,7 @@ pub(crate) fn host_config(options: &Bound<'_, PyAny>) -> PyResult<HostConfig> {
         terminal_shell,
         max_terminals,
         given,
+        ..,
     )) = config_tuple(options)?
     else {
         return Ok(HostConfig::default());

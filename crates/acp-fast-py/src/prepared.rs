@@ -145,6 +145,11 @@ pub struct Turn {
     available_commands: Option<String>,
     usage: Option<String>,
     current_mode_id: String,
+    /// The turn's `notice` updates and its compactions' final states, JSON object texts.
+    notices: Vec<String>,
+    compactions: Vec<String>,
+    /// The prompt result's `usage` object, JSON text.
+    prompt_usage: Option<String>,
 }
 
 fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
@@ -166,6 +171,9 @@ fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResu
         available_commands: turn.available_commands,
         usage: turn.usage,
         current_mode_id: turn.current_mode_id,
+        notices: turn.notices,
+        compactions: turn.compactions,
+        prompt_usage: turn.prompt_usage,
     };
     Ok(Bound::new(py, record)?.into_any().unbind())
 }

@@ -81,6 +81,38 @@ impl HostCapabilities {
     }
 }
 
+/// The session extensions the client opts into (`clientCapabilities.session`): each is
+/// advertised only when the caller asks, because an agent that sees it changes what it sends
+/// (a notice instead of a message chunk, compaction updates it would not send otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionOptIns {
+    /// `session.notices`: `notice` updates.
+    pub notices: bool,
+    /// `session.compaction`: `compaction_update` / `compaction_summary_chunk` updates.
+    pub compaction: bool,
+}
+
+/// The whole `clientCapabilities` object: the host's (`HostCapabilities::json`) and, when any
+/// is opted into, `"session":{"notices":{},"compaction":{}}` (each key only when on).
+pub fn client_capabilities_json(caps: Option<&HostCapabilities>, session: SessionOptIns) -> String {
+    let host = HostCapabilities::json(caps);
+    if !(session.notices || session.compaction) {
+        return host;
+    }
+    let mut keys = Vec::with_capacity(2);
+    if session.notices {
+        keys.push(r#""notices":{}"#);
+    }
+    if session.compaction {
+        keys.push(r#""compaction":{}"#);
+    }
+    let session = format!(r#""session":{{{}}}"#, keys.join(","));
+    match host.strip_suffix('}') {
+        Some("{") | None => format!("{{{session}}}"),
+        Some(head) => format!("{head},{session}}}"),
+    }
+}
+
 /// A checked host request: what the OS side is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostOp {
@@ -590,6 +622,43 @@ mod tests {
             HostCapabilities::json(Some(&caps)),
             r#"{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true}"#
         );
+    }
+
+    #[test]
+    fn session_opt_ins_are_advertised_only_when_on() {
+        let off = SessionOptIns::default();
+        assert_eq!(client_capabilities_json(None, off), "{}");
+        let caps = HostCapabilities {
+            read_text_file: true,
+            write_text_file: true,
+            terminal: false,
+        };
+        assert_eq!(
+            client_capabilities_json(Some(&caps), off),
+            HostCapabilities::json(Some(&caps))
+        );
+        let notices = SessionOptIns {
+            notices: true,
+            compaction: false,
+        };
+        assert_eq!(
+            client_capabilities_json(Some(&caps), notices),
+            r#"{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":false,"session":{"notices":{}}}"#
+        );
+        let both = SessionOptIns {
+            notices: true,
+            compaction: true,
+        };
+        assert_eq!(
+            client_capabilities_json(None, both),
+            r#"{"session":{"notices":{},"compaction":{}}}"#
+        );
+        for json in [
+            client_capabilities_json(None, both),
+            client_capabilities_json(Some(&caps), both),
+        ] {
+            serde_json::from_str::<Value>(&json).expect("valid JSON");
+        }
     }
 
     #[test]

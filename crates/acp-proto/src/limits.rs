@@ -3,7 +3,7 @@
 
 use crate::encode::{ClientInfo, McpServer};
 use crate::error::AcpError;
-use crate::host::HostCapabilities;
+use crate::host::{HostCapabilities, SessionOptIns};
 use crate::rules::{Decision, Matcher, Rule};
 
 /// Caps on traffic; every one must be above zero.
@@ -80,6 +80,8 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// What the client advertises and serves (design/host.md §1); `None`: `{}`, wave 1.
     pub capabilities: Option<HostCapabilities>,
+    /// The session extensions advertised (`clientCapabilities.session`); off by default.
+    pub session_opt_ins: SessionOptIns,
     /// Whether the connection assembles the reply text itself. A host that already holds each
     /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
     /// and `TurnOutcome::response` is then empty.
@@ -98,6 +100,7 @@ impl Config {
             cancel_grace_ms: 5000,
             collect_reply: true,
             capabilities: None,
+            session_opt_ins: SessionOptIns::default(),
         }
     }
 

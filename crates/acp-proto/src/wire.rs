@@ -735,6 +735,9 @@ pub fn session_new_result(result: &RawValue) -> Result<SessionNewFields<'_>, Wir
 pub struct PromptFields<'a> {
     #[serde(default, borrow, rename = "stopReason")]
     pub stop_reason: Str<'a>,
+    /// The turn's token usage (unstable `Usage`), as sent: read by the facade, not here.
+    #[serde(default, borrow)]
+    pub usage: Option<&'a RawValue>,
 }
 
 pub fn prompt_result(result: &RawValue) -> Result<PromptFields<'_>, WireError> {

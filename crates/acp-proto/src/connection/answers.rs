@@ -199,6 +199,12 @@ impl Core {
                         excerpt(raw.as_bytes(), 200)
                     )));
                 };
+                // An object, or nothing: `null` and other types read as absent.
+                let prompt_usage = fields
+                    .usage
+                    .map(|raw| raw.get())
+                    .filter(|text| text.starts_with('{'))
+                    .map(str::to_owned);
                 let entry = self.session_mut(&session_id);
                 let (turn, mode) = match entry {
                     Some(entry) => {
@@ -224,6 +230,18 @@ impl Core {
                     available_commands: turn.commands.map(|c| c.to_string()),
                     usage: turn.usage.map(|u| u.to_string()),
                     current_mode_id: mode,
+                    notices: turn
+                        .notices
+                        .into_iter()
+                        .map(|n| Value::Object(n).to_string())
+                        .collect(),
+                    compactions: turn
+                        .compactions
+                        .entries
+                        .into_iter()
+                        .map(|c| Value::Object(c).to_string())
+                        .collect(),
+                    prompt_usage,
                 }))
             }
         }))

@@ -361,6 +361,21 @@ impl Core {
                         turn.usage = Some(Value::Object(fields));
                     }
                 }
+                UpdateKind::Notice => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.notice(fields);
+                    }
+                }
+                UpdateKind::CompactionUpdate => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.compactions.update(fields, limits.response_bytes);
+                    }
+                }
+                UpdateKind::CompactionSummaryChunk => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.compactions.chunk(&mut fields, limits.response_bytes);
+                    }
+                }
                 _ => {}
             }
         }

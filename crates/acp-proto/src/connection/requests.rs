@@ -31,7 +31,10 @@ impl Core {
             Request::Initialize => encode::initialize(
                 id,
                 &self.config.client_info,
-                &crate::host::HostCapabilities::json(self.config.capabilities.as_ref()),
+                &crate::host::client_capabilities_json(
+                    self.config.capabilities.as_ref(),
+                    self.config.session_opt_ins,
+                ),
             ),
             Request::NewSession {
                 cwd,
