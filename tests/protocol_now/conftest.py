@@ -11,7 +11,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
-from conftest import TEST_CLIENT_INFO, Journal, client_class, kill_if_alive
+from conftest import TEST_CLIENT_INFO, Journal, client_class, kill_if_alive, wait_for
 
 AGENT = str(Path(__file__).with_name("now_agent.py"))
 LIMITS = acp.TransferLimits(
@@ -53,6 +53,17 @@ class Run:
     def sent(self, method: str | None = None) -> list[dict[str, Any]]:
         lines = [json.loads(line) for line in self.log.read_text().splitlines() if line]
         return [m for m in lines if method is None or m.get("method") == method]
+
+    def answer(self, request_id: object) -> dict[str, Any]:
+        """The client's answer to the agent's request `request_id`, once the agent has read it
+        (the agent logs what it reads on its own schedule)."""
+
+        def found() -> list[dict[str, Any]]:
+            return [m for m in self.sent() if m.get("id") == request_id and "method" not in m]
+
+        wait_for(lambda: bool(found()), timeout=10.0)
+        (only,) = found()
+        return only
 
 
 @pytest.fixture(params=["blocking", "async"])

@@ -297,6 +297,26 @@ fn json_len(value: &Value) -> usize {
     }
 }
 
+/// Keeps `value` for a tool call id, the newest `ANNOUNCED_KINDS` ids.
+fn remember(table: &mut VecDeque<(String, String)>, tool_call_id: &str, value: &str) {
+    if let Some(slot) = table.iter_mut().find(|(id, _)| id == tool_call_id) {
+        slot.1 = value.to_owned();
+        return;
+    }
+    if table.len() == ANNOUNCED_KINDS {
+        table.pop_front();
+    }
+    table.push_back((tool_call_id.to_owned(), value.to_owned()));
+}
+
+fn recall(table: &VecDeque<(String, String)>, tool_call_id: &str) -> Option<String> {
+    table
+        .iter()
+        .rev()
+        .find(|(known, _)| known == tool_call_id)
+        .map(|(_, value)| value.clone())
+}
+
 /// What a finished turn hands back.
 #[derive(Debug, Default, PartialEq)]
 pub struct TurnOutcome {
@@ -336,6 +356,8 @@ pub struct SessionEntry {
     /// A timed-out turn's request id, still answered `cancelled` until it is answered.
     pub late_turn: Option<i64>,
     announced: VecDeque<(String, String)>,
+    /// The tool names announced, as `announced` keeps the kinds (same bound).
+    announced_names: VecDeque<(String, String)>,
 }
 
 impl SessionEntry {
@@ -350,6 +372,7 @@ impl SessionEntry {
             latched: false,
             late_turn: None,
             announced: VecDeque::new(),
+            announced_names: VecDeque::new(),
         }
     }
 
@@ -399,23 +422,19 @@ impl SessionEntry {
     }
 
     pub fn announce_kind(&mut self, tool_call_id: &str, kind: &str) {
-        if let Some(slot) = self.announced.iter_mut().find(|(id, _)| id == tool_call_id) {
-            slot.1 = kind.to_owned();
-            return;
-        }
-        if self.announced.len() == ANNOUNCED_KINDS {
-            self.announced.pop_front();
-        }
-        self.announced
-            .push_back((tool_call_id.to_owned(), kind.to_owned()));
+        remember(&mut self.announced, tool_call_id, kind);
     }
 
     pub fn announced_kind(&self, tool_call_id: &str) -> Option<String> {
-        self.announced
-            .iter()
-            .rev()
-            .find(|(known, _)| known == tool_call_id)
-            .map(|(_, kind)| kind.clone())
+        recall(&self.announced, tool_call_id)
+    }
+
+    pub fn announce_name(&mut self, tool_call_id: &str, name: &str) {
+        remember(&mut self.announced_names, tool_call_id, name);
+    }
+
+    pub fn announced_name(&self, tool_call_id: &str) -> Option<String> {
+        recall(&self.announced_names, tool_call_id)
     }
 }
 

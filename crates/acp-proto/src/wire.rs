@@ -515,6 +515,9 @@ pub struct UpdateFields<'a> {
     /// A tool call's kind (`tool_call` / `tool_call_update`).
     #[serde(default, borrow)]
     pub kind: Str<'a>,
+    /// A tool call's name (schema 1.22), remembered for permission requests that omit it.
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
 }
 
 /// What a `session/update` carries, borrowed from its line.
@@ -564,6 +567,9 @@ pub struct ToolCallFields<'a> {
     pub kind: Str<'a>,
     #[serde(default, borrow)]
     pub status: Str<'a>,
+    /// The tool's own name (schema 1.22), matched by `PermissionRule(name=…)`.
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
 }
 
 /// `params.toolCall`: its fields when it is an object, and then the object's exact text too
