@@ -397,7 +397,7 @@ impl SessionEntry {
         }
         self.config_options
             .as_ref()
-            .and_then(results::modes_from_config)
+            .and_then(|options| results::select_from_config(options, "mode"))
             .unwrap_or_else(|| self.modes.clone())
     }
 
@@ -406,9 +406,14 @@ impl SessionEntry {
         if !self.modes.available.is_empty() {
             return None;
         }
+        self.select_option("mode")
+    }
+
+    /// The id of the first select config option of `category` (`"mode"`, `"model"`).
+    pub fn select_option(&self, category: &str) -> Option<String> {
         let options = self.config_options.as_ref()?;
         results::select_config_ids(options)
-            .find(|(_, category)| *category == "mode")
+            .find(|(_, c)| *c == category)
             .map(|(id, _)| id.to_owned())
     }
 
@@ -416,7 +421,7 @@ impl SessionEntry {
     pub fn models(&self) -> ModelsInfo {
         self.config_options
             .as_ref()
-            .and_then(results::models_from_config)
+            .and_then(|options| results::select_from_config(options, "model"))
             .or_else(|| self.legacy_models.clone())
             .unwrap_or_default()
     }

@@ -223,7 +223,7 @@ impl Core {
                 let from_config = session
                     .config_options
                     .as_ref()
-                    .and_then(results::models_from_config)
+                    .and_then(|options| results::select_from_config(options, "model"))
                     .is_some();
                 if !from_config && session.legacy_models.is_none() {
                     self.capability(false, "session/set_model")?;

@@ -147,15 +147,7 @@ impl Core {
                 call.session = Some(session_id.to_owned());
                 call.argument = model_id.to_owned();
                 let session = self.session(session_id).expect("checked");
-                let model_option = session
-                    .config_options
-                    .as_ref()
-                    .and_then(|options| {
-                        results::select_config_ids(options)
-                            .find(|(_, category)| *category == "model")
-                    })
-                    .map(|(id, _)| id.to_owned());
-                match model_option {
+                match session.select_option("model") {
                     Some(config_id) => {
                         call.kind = CallKind::SetConfigOption;
                         encode::set_config_option(
