@@ -356,9 +356,16 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
-        """Opens a session (`session/new`); the first one opened becomes the default."""
-        return await self._run(_calls.new_session(self, cwd, mcp_servers, additional_directories))
+        """Opens a session (`session/new`); the first one opened becomes the default. The
+        arguments are `Client.new_session`'s."""
+        return await self._run(
+            _calls.new_session(
+                self, cwd, mcp_servers, additional_directories, system_prompt, system_prompt_mode
+            )
+        )
 
     async def load_session(
         self,
@@ -367,10 +374,21 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
         """Loads a session (`session/load`): replayed updates are delivered before it returns."""
         return await self._run(
-            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, False)
+            _calls.load_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                False,
+                system_prompt,
+                system_prompt_mode,
+            )
         )
 
     async def resume_session(
@@ -380,10 +398,21 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
         """Resumes a session (`session/resume`): the agent replays nothing."""
         return await self._run(
-            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, True)
+            _calls.load_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                True,
+                system_prompt,
+                system_prompt_mode,
+            )
         )
 
     async def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:

@@ -166,15 +166,38 @@ def start(client: ClientLike[Any], new_session: bool, timeout: float | None) -> 
         yield from ask_host(client, client._opened(session_id, cwd, ()))
 
 
+SYSTEM_PROMPT_MODES = ("append", "override")
+
+
+def system_prompt_arg(system_prompt: object, mode: object) -> tuple[str, str] | None:
+    """``system_prompt`` / ``system_prompt_mode`` as the core takes them: None (nothing is
+    written), else ``(mode, text)``. The agent's capability is checked by the core."""
+    if system_prompt is None:
+        return None
+    if not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str or None (got {type(system_prompt).__name__})")
+    if not system_prompt:
+        # The schema forbids an empty prompt; an agent may refuse the session for it.
+        raise ValueError("system_prompt must not be empty (None writes no system prompt)")
+    if mode not in SYSTEM_PROMPT_MODES:
+        raise ValueError(f'system_prompt_mode must be "append" or "override" (got {mode!r})')
+    return (str(mode), system_prompt)
+
+
 def new_session(
     client: ClientLike[_S],
     cwd: str | os.PathLike[str] | None,
     mcp_servers: Iterable[Any] | None,
     additional_directories: Iterable[str],
+    system_prompt: str | None = None,
+    system_prompt_mode: str = "append",
 ) -> Plan[_S]:
-    """``session/new``; the first session opened becomes the default."""
+    """``session/new``; the first session opened becomes the default. A system prompt is
+    written only when given, and refused (`CapabilityError`) unless the agent advertises its
+    mode."""
+    prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
-    session_id = yield CoreCall("new_session", (path, servers, list(directories)))
+    session_id = yield CoreCall("new_session", (path, servers, list(directories), prompt_arg))
     session = client._opened(session_id, path, directories)
     yield from ask_host(client, session)
     return session
@@ -187,11 +210,16 @@ def load_session(
     mcp_servers: Iterable[Any] | None,
     additional_directories: Iterable[str],
     resume: bool,
+    system_prompt: str | None = None,
+    system_prompt_mode: str = "append",
 ) -> Plan[_S]:
-    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``."""
+    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``;
+    a system prompt as for `new_session`."""
+    prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
     client._register_roots(session_id, path, directories)  # a replay may use files
-    yield CoreCall("load_session", (session_id, path, servers, list(directories), resume))
+    args = (session_id, path, servers, list(directories), resume, prompt_arg)
+    yield CoreCall("load_session", args)
     session = client._opened(session_id, path, directories)
     yield from ask_host(client, session)
     return session

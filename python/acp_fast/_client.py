@@ -518,6 +518,8 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Opens a session (``session/new``); the first one opened becomes the default.
 
@@ -527,8 +529,16 @@ class Client(_ClientBase[Session]):
                 None: the client's.
             additional_directories: Extra absolute directories the session may use (needs
                 the agent's ``sessionCapabilities.additionalDirectories``).
+            system_prompt: Instructions for the agent's system prompt (``systemPrompt``, one
+                text block), written only when given; `CapabilityError` unless the agent
+                advertises ``sessionCapabilities.systemPrompt`` (and, for "override",
+                ``systemPrompt.mode.override``). None (default): nothing is written.
+            system_prompt_mode: "append" (default: added to the agent's own instructions) or
+                "override" (replaces its built-in default instructions).
         """
-        plan = _calls.new_session(self, cwd, mcp_servers, additional_directories)
+        plan = _calls.new_session(
+            self, cwd, mcp_servers, additional_directories, system_prompt, system_prompt_mode
+        )
         return _calls.run(self, plan)
 
     def load_session(
@@ -538,6 +548,8 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Loads a session (``session/load``, needs ``loadSession``): every update the agent
         replays is numbered, delivered and routed to it before this returns.
@@ -547,9 +559,18 @@ class Client(_ClientBase[Session]):
             cwd: As for `new_session`.
             mcp_servers: As for `new_session`.
             additional_directories: As for `new_session`.
+            system_prompt: As for `new_session`.
+            system_prompt_mode: As for `new_session`.
         """
         plan = _calls.load_session(
-            self, session_id, cwd, mcp_servers, additional_directories, resume=False
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            False,
+            system_prompt,
+            system_prompt_mode,
         )
         return _calls.run(self, plan)
 
@@ -560,11 +581,20 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
         `load_session`."""
         plan = _calls.load_session(
-            self, session_id, cwd, mcp_servers, additional_directories, resume=True
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            True,
+            system_prompt,
+            system_prompt_mode,
         )
         return _calls.run(self, plan)
 

@@ -289,7 +289,11 @@ class CoreClient:
         self, cwd: str, new_session: bool, timeout: float | None = None
     ) -> Prepared[str | None]: ...
     def new_session(
-        self, cwd: str, mcp_servers: list[tuple[Any, ...]] | None, additional_directories: list[str]
+        self,
+        cwd: str,
+        mcp_servers: list[tuple[Any, ...]] | None,
+        additional_directories: list[str],
+        system_prompt: tuple[str, str] | None = None,
     ) -> Prepared[str]: ...
     def load_session(
         self,
@@ -298,6 +302,7 @@ class CoreClient:
         mcp_servers: list[tuple[Any, ...]] | None,
         additional_directories: list[str],
         resume: bool,
+        system_prompt: tuple[str, str] | None = None,
     ) -> Prepared[str]: ...
     def list_sessions(self, cwd: str | None = None) -> Prepared[list[str]]: ...
     def delete_session(self, session_id: str) -> Prepared[None]: ...

@@ -23,6 +23,7 @@ def answer(msg: dict, result: object) -> None:
 
 
 forks = 0
+opened = 0
 for raw in sys.stdin:
     if log is not None:
         log.write(raw if raw.endswith("\n") else raw + "\n")
@@ -31,10 +32,11 @@ for raw in sys.stdin:
     method = msg.get("method")
     if method == "initialize":
         answer(msg, {"protocolVersion": 1, "agentCapabilities": script.get("capabilities", {})})
-    elif method in ("session/new", "session/load", "session/resume"):
-        session_id = msg["params"].get("sessionId", "s1")
-        extra = script.get("session", {})
-        answer(msg, {"sessionId": session_id, **extra} if method == "session/new" else extra)
+    elif method == "session/new":
+        opened += 1  # s1 (the default session), then s2, s3...
+        answer(msg, {"sessionId": f"s{opened}", **script.get("session", {})})
+    elif method in ("session/load", "session/resume"):
+        answer(msg, script.get("session", {}))
     elif method == "session/fork":
         forks += 1
         answer(msg, {"sessionId": f"fork{forks}", **script.get("session", {})})

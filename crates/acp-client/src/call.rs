@@ -2,7 +2,7 @@
 //! (a stop caused by that session's messages fails it), and `start()`'s two steps.
 
 use acp_proto::calls::CallId;
-use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
+use acp_proto::encode::{ConfigValue, ContentBlock, McpServer, SystemPrompt};
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
 use acp_proto::{Connection, Outcome, Request};
@@ -24,6 +24,7 @@ pub enum Call {
         cwd: String,
         directories: Vec<String>,
         servers: Option<Vec<McpServer>>,
+        system_prompt: Option<SystemPrompt>,
     },
     LoadSession {
         session_id: String,
@@ -31,6 +32,7 @@ pub enum Call {
         directories: Vec<String>,
         servers: Option<Vec<McpServer>>,
         resume: bool,
+        system_prompt: Option<SystemPrompt>,
     },
     ListSessions(Option<String>),
     DeleteSession(String),
@@ -66,15 +68,18 @@ impl Call {
                 cwd,
                 additional_directories: &[],
                 mcp_servers: None,
+                system_prompt: None,
             },
             Call::NewSession {
                 cwd,
                 directories,
                 servers,
+                system_prompt,
             } => Request::NewSession {
                 cwd,
                 additional_directories: directories,
                 mcp_servers: servers.as_deref(),
+                system_prompt: system_prompt.as_ref(),
             },
             Call::LoadSession {
                 session_id,
@@ -82,12 +87,14 @@ impl Call {
                 directories,
                 servers,
                 resume,
+                system_prompt,
             } => Request::LoadSession {
                 session_id,
                 cwd,
                 additional_directories: directories,
                 mcp_servers: servers.as_deref(),
                 resume: *resume,
+                system_prompt: system_prompt.as_ref(),
             },
             Call::ListSessions(cwd) => Request::ListSessions {
                 cwd: cwd.as_deref(),
@@ -316,6 +323,7 @@ mod tests {
             cwd: "/".into(),
             directories: Vec::new(),
             servers: None,
+            system_prompt: None,
         };
         let opened = new.value(Ok(Some(Outcome::SessionOpened("n".into()))));
         assert_eq!(opened, Ok(Value::SessionId("n".into())));
@@ -329,6 +337,7 @@ mod tests {
             directories: Vec::new(),
             servers: None,
             resume: false,
+            system_prompt: None,
         };
         assert_eq!(load.value(Ok(None)), Ok(Value::SessionId("l".into())));
         let list = Call::ListSessions(None);

@@ -77,18 +77,20 @@ impl CoreClient {
         Ok(Prepared::new(slf, call))
     }
 
-    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
+    /// `system_prompt`: `(mode, text)`, written as `systemPrompt` only when given.
+    #[pyo3(signature = (cwd, mcp_servers, additional_directories, system_prompt=None))]
     fn new_session(
         slf: &Bound<'_, Self>,
         cwd: String,
         mcp_servers: Option<Bound<'_, PyAny>>,
         additional_directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::new_session(cwd, mcp_servers, additional_directories)?;
+        let call = Call::new_session(cwd, mcp_servers, additional_directories, system_prompt)?;
         Ok(Prepared::new(slf, call))
     }
 
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
+    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume, system_prompt=None))]
     fn load_session(
         slf: &Bound<'_, Self>,
         session_id: String,
@@ -96,9 +98,16 @@ impl CoreClient {
         mcp_servers: Option<Bound<'_, PyAny>>,
         additional_directories: Vec<String>,
         resume: bool,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call =
-            Call::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
+        let call = Call::load_session(
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            resume,
+            system_prompt,
+        )?;
         Ok(Prepared::new(slf, call))
     }
 

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString};
 use pyo3::IntoPyObjectExt;
 
-use acp_proto::encode::McpServer;
+use acp_proto::encode::{McpServer, SystemPrompt};
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
 use acp_proto::Outcome;
@@ -29,6 +29,11 @@ impl std::ops::Deref for Prepared {
     }
 }
 
+/// The facade's `(mode, text)` as the core's system prompt.
+fn prompt((mode, text): (String, String)) -> SystemPrompt {
+    SystemPrompt { mode, text }
+}
+
 fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
     list.map(|s| options::mcp_servers(&s)).transpose()
 }
@@ -38,11 +43,13 @@ impl Prepared {
         cwd: String,
         mcp_servers: Option<Bound<'_, PyAny>>,
         directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
         Ok(Prepared(Owned::NewSession {
             cwd,
             directories,
             servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
         }))
     }
 
@@ -52,6 +59,7 @@ impl Prepared {
         mcp_servers: Option<Bound<'_, PyAny>>,
         directories: Vec<String>,
         resume: bool,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
         Ok(Prepared(Owned::LoadSession {
             session_id,
@@ -59,6 +67,7 @@ impl Prepared {
             directories,
             servers: servers(mcp_servers)?,
             resume,
+            system_prompt: system_prompt.map(prompt),
         }))
     }
 

@@ -38,6 +38,9 @@ pub struct Capabilities {
     pub mcp_http: bool,
     pub mcp_sse: bool,
     pub auth_logout: bool,
+    /// `sessionCapabilities.systemPrompt` (the `append` mode), and its `mode.override`.
+    pub system_prompt: bool,
+    pub system_prompt_override: bool,
 }
 
 /// The agent's answer to `initialize`.
@@ -152,6 +155,14 @@ pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
         mcp_http: is_true(get(&["mcpCapabilities", "http"])),
         mcp_sse: is_true(get(&["mcpCapabilities", "sse"])),
         auth_logout: present(get(&["auth", "logout"])),
+        // `{}` advertises the append mode; `override` needs its own `mode.override` entry.
+        system_prompt: present(get(&["sessionCapabilities", "systemPrompt"])),
+        system_prompt_override: present(get(&[
+            "sessionCapabilities",
+            "systemPrompt",
+            "mode",
+            "override",
+        ])),
     };
     let auth_methods = objects(result.get("authMethods"))
         .map(|m| AuthMethodInfo {

@@ -43,14 +43,31 @@ impl Core {
                 None => Ok(()),
             }
         };
+        let system_prompt_gate = |prompt: Option<&SystemPrompt>| -> Result<(), AcpError> {
+            let Some(prompt) = prompt else {
+                return Ok(());
+            };
+            match prompt.mode.as_str() {
+                "append" => self.capability(caps.system_prompt, "sessionCapabilities.systemPrompt"),
+                "override" => self.capability(
+                    caps.system_prompt_override,
+                    "sessionCapabilities.systemPrompt.mode.override",
+                ),
+                other => Err(AcpError::InvalidArgument(format!(
+                    "system_prompt_mode must be \"append\" or \"override\" (got {other:?})"
+                ))),
+            }
+        };
         match *request {
             Request::Initialize | Request::ListSessions { .. } if !started => Ok(()),
             Request::Initialize => Ok(()),
             Request::NewSession {
                 additional_directories,
                 mcp_servers,
+                system_prompt,
                 ..
             } => {
+                system_prompt_gate(system_prompt)?;
                 if !additional_directories.is_empty() {
                     self.capability(
                         caps.session_additional_directories,
@@ -65,6 +82,7 @@ impl Core {
                 additional_directories,
                 mcp_servers,
                 resume,
+                system_prompt,
                 ..
             } => {
                 if resume {
@@ -72,6 +90,7 @@ impl Core {
                 } else {
                     self.capability(caps.load_session, "loadSession")?;
                 }
+                system_prompt_gate(system_prompt)?;
                 if !additional_directories.is_empty() {
                     self.capability(
                         caps.session_additional_directories,

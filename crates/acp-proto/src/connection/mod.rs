@@ -32,7 +32,7 @@ pub use host::{HostAnswer, HostId};
 use serde_json::Value;
 
 use crate::calls::{Call, CallId, CallKind, Calls, Listing};
-use crate::encode::{self, ConfigValue, ContentBlock, McpServer};
+use crate::encode::{self, ConfigValue, ContentBlock, McpServer, SystemPrompt};
 use crate::error::{excerpt, AcpError, ProtocolError};
 use crate::limits::Config;
 use crate::permission::{Ask, ObserverAnswer, PermissionRecord};
@@ -115,6 +115,9 @@ pub enum Request<'a> {
         cwd: &'a str,
         additional_directories: &'a [String],
         mcp_servers: Option<&'a [McpServer]>,
+        /// Written as `systemPrompt` only when given; checked against the agent's
+        /// `sessionCapabilities.systemPrompt`.
+        system_prompt: Option<&'a SystemPrompt>,
     },
     LoadSession {
         session_id: &'a str,
@@ -122,6 +125,7 @@ pub enum Request<'a> {
         additional_directories: &'a [String],
         mcp_servers: Option<&'a [McpServer]>,
         resume: bool,
+        system_prompt: Option<&'a SystemPrompt>,
     },
     ListSessions {
         cwd: Option<&'a str>,

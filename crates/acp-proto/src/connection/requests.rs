@@ -40,10 +40,11 @@ impl Core {
                 cwd,
                 additional_directories,
                 mcp_servers,
+                system_prompt,
             } => {
                 call.kind = CallKind::SessionNew;
                 let servers = servers_or_default(mcp_servers, &self.config);
-                encode::session_new(id, cwd, additional_directories, &servers)
+                encode::session_new(id, cwd, additional_directories, &servers, system_prompt)
             }
             Request::LoadSession {
                 session_id,
@@ -51,6 +52,7 @@ impl Core {
                 additional_directories,
                 mcp_servers,
                 resume,
+                system_prompt,
             } => {
                 call.kind = if resume {
                     CallKind::SessionResume
@@ -66,6 +68,7 @@ impl Core {
                     cwd,
                     additional_directories,
                     &servers,
+                    system_prompt,
                 )
             }
             Request::ListSessions { cwd } => {
