@@ -415,6 +415,29 @@ class AsyncClient(_ClientBase[AsyncSession]):
             )
         )
 
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
+    ) -> AsyncSession:
+        """Forks a session (``session/fork``, unstable): as `Client.fork_session`."""
+        return await self._run(
+            _calls.fork_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                system_prompt,
+                system_prompt_mode,
+            )
+        )
+
     async def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
         """Every session the agent lists (all pages, in its order)."""
         return await self._run(_calls.list_sessions(self, cwd))

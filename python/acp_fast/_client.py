@@ -88,6 +88,7 @@ class _ClientBase(Generic[_S]):
         capabilities: ClientCapabilityConfig | None = None,
         interrupt: Literal["raise", "cancel"] = "raise",
         telemetry: bool | None = None,
+        unstable: bool = False,
     ) -> None:
         """Validates the options and starts the agent (``start()`` then talks to it).
 
@@ -148,6 +149,10 @@ class _ClientBase(Generic[_S]):
                 True on, False off, None (default) as `acp_fast.telemetry.instrument()` set
                 for every client (off unless called). Needs the ``otel`` extra; without it,
                 True warns once and records nothing.
+            unstable: Allow the calls of the schema's unstable part (``fork_session``,
+                ``Session.set_title``, ``Session.status``), each still refused with
+                `CapabilityError` unless the agent advertises it. Default False: they raise
+                `CapabilityError` naming this option.
 
         Raises:
             TypeError: an option has the wrong type (the message names it and the type
@@ -175,6 +180,9 @@ class _ClientBase(Generic[_S]):
             session_state,
             interrupt,
         )
+        if not isinstance(unstable, bool):
+            raise TypeError(f"unstable must be a bool (got {unstable!r})")
+        self._unstable = unstable
         self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
@@ -593,6 +601,32 @@ class Client(_ClientBase[Session]):
             mcp_servers,
             additional_directories,
             True,
+            system_prompt,
+            system_prompt_mode,
+        )
+        return _calls.run(self, plan)
+
+    def fork_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
+    ) -> Session:
+        """Forks a session (``session/fork``, unstable): a new session from ``session_id``'s
+        context (the agent's, open here or not), opened as `new_session` opens one. Needs the
+        client made with ``unstable=True`` and the agent's ``sessionCapabilities.fork``, else
+        `CapabilityError`. ``cwd``: default the client's; the other arguments as for
+        `new_session`."""
+        plan = _calls.fork_session(
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
             system_prompt,
             system_prompt_mode,
         )

@@ -82,6 +82,8 @@ def agent(tmp_path: Path, driver: str) -> Iterator[Callable[..., Run]]:
         agent_caps: dict[str, Any] | None = None,
         prompt_result: dict[str, Any] | None = None,
         session: dict[str, Any] | None = None,
+        status: object = None,
+        title_answer: object = None,
         start: bool = True,
         **options: Any,
     ) -> Run:
@@ -95,7 +97,9 @@ def agent(tmp_path: Path, driver: str) -> Iterator[Callable[..., Run]]:
                     "turn": list(turn),
                     "prompt_result": prompt_result or {},
                     "session": session or {},
+                    "status": {"status": "idle"} if status is None else status,
                     "log": str(log),
+                    **({} if title_answer is None else {"title_answer": title_answer}),
                 }
             )
         )

@@ -41,7 +41,8 @@ for raw in sys.stdin:
         forks += 1
         answer(msg, {"sessionId": f"fork{forks}", **script.get("session", {})})
     elif method == "session/set_title":
-        answer(msg, {})
+        # Agents may normalise the title: this one trims it (or answers `title_answer`).
+        answer(msg, script.get("title_answer", {"title": msg["params"]["title"].strip()}))
     elif method == "session/status":
         answer(msg, script.get("status", {"status": "idle"}))
     elif method == "session/prompt":

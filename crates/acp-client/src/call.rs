@@ -54,6 +54,16 @@ pub enum Call {
         gated: bool,
         meta: Vec<(String, String)>,
     },
+    /// Unstable: `session/fork` of `session_id`, `session/set_title`, `session/status`.
+    ForkSession {
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+        servers: Option<Vec<McpServer>>,
+        system_prompt: Option<SystemPrompt>,
+    },
+    SetTitle(String, String),
+    SessionStatus(String),
 }
 
 impl Call {
@@ -137,6 +147,21 @@ impl Call {
                 gated: *gated,
                 meta,
             },
+            Call::ForkSession {
+                session_id,
+                cwd,
+                directories,
+                servers,
+                system_prompt,
+            } => Request::ForkSession {
+                session_id,
+                cwd,
+                additional_directories: directories,
+                mcp_servers: servers.as_deref(),
+                system_prompt: system_prompt.as_ref(),
+            },
+            Call::SetTitle(session_id, title) => Request::SetTitle { session_id, title },
+            Call::SessionStatus(session_id) => Request::SessionStatus { session_id },
         };
         conn.request(request).map(Some)
     }
@@ -190,7 +215,9 @@ impl Call {
             | Call::SetModel(session_id, _)
             | Call::SetConfigOption { session_id, .. }
             | Call::CloseSession(session_id)
-            | Call::Prompt { session_id, .. } => Some(session_id),
+            | Call::Prompt { session_id, .. }
+            | Call::SetTitle(session_id, _)
+            | Call::SessionStatus(session_id) => Some(session_id),
             _ => None,
         }
     }
@@ -210,6 +237,8 @@ pub enum Value {
     Turn(Box<TurnOutcome>),
     /// A prompt given up after its timeout and grace: a status, not an error.
     TimedOut,
+    /// A result's JSON text, for the binding to read (`session/set_title`, `session/status`).
+    Raw(String),
 }
 
 impl Call {
@@ -227,6 +256,15 @@ impl Call {
             ) => Value::SessionId(id),
             (Call::NewSession { .. } | Call::StartSession { .. }, _) => {
                 return Err(AcpError::protocol("session/new finished without a session"))
+            }
+            (Call::ForkSession { .. }, Some(Outcome::SessionOpened(id))) => Value::SessionId(id),
+            (Call::ForkSession { .. }, _) => {
+                return Err(AcpError::protocol(
+                    "session/fork finished without a session",
+                ))
+            }
+            (Call::SetTitle(..) | Call::SessionStatus(_), Some(Outcome::Raw(raw))) => {
+                Value::Raw(raw)
             }
             (Call::LoadSession { session_id, .. }, _) => Value::SessionId(session_id.clone()),
             (Call::ListSessions(_), Some(Outcome::Listed(sessions))) => Value::Listed(sessions),

@@ -71,6 +71,23 @@ impl Prepared {
         }))
     }
 
+    /// Unstable `session/fork` of `session_id`.
+    pub fn fork_session(
+        session_id: String,
+        cwd: String,
+        mcp_servers: Option<Bound<'_, PyAny>>,
+        directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
+    ) -> PyResult<Prepared> {
+        Ok(Prepared(Owned::ForkSession {
+            session_id,
+            cwd,
+            directories,
+            servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
+        }))
+    }
+
     pub fn set_config_option(
         session_id: String,
         config_id: String,
@@ -134,6 +151,7 @@ impl Prepared {
                 (if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?
             }
             Value::TimedOut => ("timeout", py.None()).into_py_any(py)?,
+            Value::Raw(raw) => raw.into_py_any(py)?,
         })
     }
 }

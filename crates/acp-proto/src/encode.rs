@@ -239,6 +239,26 @@ pub fn session_load(
     json.finish_line()
 }
 
+/// `session/fork` (unstable): `session/load`'s params, a system prompt only when given.
+pub fn session_fork(
+    id: i64,
+    session_id: &str,
+    cwd: &str,
+    additional_directories: &[String],
+    servers: &[McpServer],
+    system_prompt: Option<&SystemPrompt>,
+) -> Vec<u8> {
+    session_load(
+        id,
+        "session/fork",
+        session_id,
+        cwd,
+        additional_directories,
+        servers,
+        system_prompt,
+    )
+}
+
 /// `session/list`: `cwd` only when given, `cursor` only after the first page.
 pub fn session_list(id: i64, cwd: Option<&str>, cursor: Option<&str>) -> Vec<u8> {
     let mut json = request(id, "session/list");

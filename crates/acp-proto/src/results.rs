@@ -41,6 +41,10 @@ pub struct Capabilities {
     /// `sessionCapabilities.systemPrompt` (the `append` mode), and its `mode.override`.
     pub system_prompt: bool,
     pub system_prompt_override: bool,
+    /// Unstable: `sessionCapabilities.fork`, `.title`, `.status`.
+    pub session_fork: bool,
+    pub session_title: bool,
+    pub session_status: bool,
 }
 
 /// The agent's answer to `initialize`.
@@ -163,6 +167,9 @@ pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
             "mode",
             "override",
         ])),
+        session_fork: present(get(&["sessionCapabilities", "fork"])),
+        session_title: present(get(&["sessionCapabilities", "title"])),
+        session_status: present(get(&["sessionCapabilities", "status"])),
     };
     let auth_methods = objects(result.get("authMethods"))
         .map(|m| AuthMethodInfo {

@@ -83,7 +83,13 @@ impl Core {
         // Calls whose result is empty accept `{}` and `null` (the docs' load example is null).
         let object_required = matches!(
             call.kind,
-            CallKind::Initialize | CallKind::SessionNew | CallKind::Prompt | CallKind::SessionList
+            CallKind::Initialize
+                | CallKind::SessionNew
+                | CallKind::SessionFork
+                | CallKind::Prompt
+                | CallKind::SessionList
+                | CallKind::SetTitle
+                | CallKind::SessionStatus
         );
         if object_required && !raw.starts_with('{') {
             return Err(AcpError::protocol(format!(
@@ -97,17 +103,17 @@ impl Core {
                 self.initialize = Some(results::initialize(raw)?);
                 Outcome::Initialized
             }
-            CallKind::SessionNew => {
+            CallKind::SessionNew | CallKind::SessionFork => {
                 let result = results::session(raw, method)?;
                 let Some(id) = result.session_id.clone() else {
                     return Err(AcpError::protocol(format!(
-                        "the agent's session/new result has no string sessionId: {}",
+                        "the agent's {method} result has no string sessionId: {}",
                         excerpt(raw.as_bytes(), 200)
                     )));
                 };
                 if self.session(&id).is_some() {
                     return Err(AcpError::protocol(format!(
-                        "the agent's session/new result names session {id:?}, which is already open"
+                        "the agent's {method} result names session {id:?}, which is already open"
                     )));
                 }
                 let mut entry = SessionEntry::new(&id);
@@ -190,6 +196,7 @@ impl Core {
                 Outcome::Done
             }
             CallKind::Authenticate | CallKind::Logout => Outcome::Done,
+            CallKind::SetTitle | CallKind::SessionStatus => Outcome::Raw(raw.to_owned()),
             CallKind::Prompt => {
                 let fields = wire::prompt_result(message.result.expect("checked above"))
                     .map_err(|e| AcpError::protocol(format!("malformed {e}")))?;

@@ -109,6 +109,38 @@ impl Core {
             Request::ListSessions { .. } => {
                 self.capability(caps.session_list, "sessionCapabilities.list")
             }
+            Request::ForkSession {
+                session_id,
+                additional_directories,
+                mcp_servers,
+                system_prompt,
+                ..
+            } => {
+                self.capability(caps.session_fork, "sessionCapabilities.fork")?;
+                system_prompt_gate(system_prompt)?;
+                if !additional_directories.is_empty() {
+                    self.capability(
+                        caps.session_additional_directories,
+                        "sessionCapabilities.additionalDirectories",
+                    )?;
+                }
+                servers_gate(mcp_servers)?;
+                absolute(additional_directories)?;
+                if session_id.is_empty() {
+                    return Err(AcpError::InvalidArgument(
+                        "session_fork needs the id of the session to fork".into(),
+                    ));
+                }
+                Ok(())
+            }
+            Request::SetTitle { session_id, .. } => {
+                self.capability(caps.session_title, "sessionCapabilities.title")?;
+                self.open_session(session_id).map(|_| ())
+            }
+            Request::SessionStatus { session_id } => {
+                self.capability(caps.session_status, "sessionCapabilities.status")?;
+                self.open_session(session_id).map(|_| ())
+            }
             Request::DeleteSession { .. } => {
                 self.capability(caps.session_delete, "sessionCapabilities.delete")
             }

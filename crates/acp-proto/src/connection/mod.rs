@@ -60,6 +60,8 @@ pub enum Outcome {
     /// The `configOptions` array after `set_config_option` (raw JSON), when there is one.
     ConfigOptions(Option<String>),
     Turn(Box<TurnOutcome>),
+    /// A result the facade reads itself (`session/set_title`, `session/status`): its JSON text.
+    Raw(String),
     Done,
 }
 
@@ -159,6 +161,24 @@ pub enum Request<'a> {
     SetModel {
         session_id: &'a str,
         model_id: &'a str,
+    },
+    /// Unstable `session/fork` of `session_id` (`sessionCapabilities.fork`): a new session,
+    /// opened as `session/new`'s is.
+    ForkSession {
+        session_id: &'a str,
+        cwd: &'a str,
+        additional_directories: &'a [String],
+        mcp_servers: Option<&'a [McpServer]>,
+        system_prompt: Option<&'a SystemPrompt>,
+    },
+    /// Unstable `session/set_title` (`sessionCapabilities.title`).
+    SetTitle {
+        session_id: &'a str,
+        title: &'a str,
+    },
+    /// Unstable `session/status` (`sessionCapabilities.status`).
+    SessionStatus {
+        session_id: &'a str,
     },
 }
 

@@ -171,6 +171,34 @@ impl Core {
                     }
                 }
             }
+            Request::ForkSession {
+                session_id,
+                cwd,
+                additional_directories,
+                mcp_servers,
+                system_prompt,
+            } => {
+                call.kind = CallKind::SessionFork;
+                let servers = servers_or_default(mcp_servers, &self.config);
+                encode::session_fork(
+                    id,
+                    session_id,
+                    cwd,
+                    additional_directories,
+                    &servers,
+                    system_prompt,
+                )
+            }
+            Request::SetTitle { session_id, title } => {
+                call.kind = CallKind::SetTitle;
+                call.session = Some(session_id.to_owned());
+                encode::session_call(id, "session/set_title", session_id, &[("title", title)])
+            }
+            Request::SessionStatus { session_id } => {
+                call.kind = CallKind::SessionStatus;
+                call.session = Some(session_id.to_owned());
+                encode::session_call(id, "session/status", session_id, &[])
+            }
         };
         let bytes = self.checked(bytes, &format!("the {} request", call.kind.method()))?;
         match call.kind {
