@@ -320,6 +320,10 @@ class PermissionRequest:
     #: "session cancelled", "observer", "default" ...); both "" in the preview.
     decision: str = ""
     reason: str = ""
+    #: The tool call's ``name`` (schema 1.22, e.g. "Bash"): the request's own, else the one
+    #: its ``tool_call`` announced; "" when the agent sent neither. `PermissionRule(name=…)`
+    #: matches it. The agent's text: escape it before printing it to a terminal.
+    tool_name: str = ""
 
     def decode(self, *, strict: bool = True) -> Any:
         """The request's params as `acp_fast.model.RequestPermissionRequest`: from the

@@ -136,3 +136,51 @@ def test_a_name_pattern_the_core_cannot_use_is_refused(agent) -> None:  # type: 
     run = agent()
     with pytest.raises(ValueError, match=r"allow\[0\]: the name pattern"):
         run.client.permission_policy = allow_named(re.compile(r"(?=x)"))
+
+
+class Seen:
+    """Keeps the previews `on_permission` is shown (abstaining) and the committed records."""
+
+    def __init__(self) -> None:
+        self.previews: list[acp.PermissionRequest] = []
+        self.permissions: list[acp.PermissionRequest] = []
+
+    def on_permission(self, request: acp.PermissionRequest) -> None:
+        self.previews.append(request)
+
+    def on_permission_commit(self, request: acp.PermissionRequest) -> None:
+        self.permissions.append(request)
+
+
+def test_the_record_carries_the_name(agent) -> None:  # type: ignore[no-untyped-def]
+    announce = update('{"sessionUpdate":"tool_call","toolCallId":"t2","title":"x","name":"Edit"}')
+    seen = Seen()
+    run = agent(
+        turn=[
+            ask({"toolCallId": "t1", "title": "x", "name": "Bash\x1b[2J"}, "p1"),
+            announce,
+            ask({"toolCallId": "t2", "title": "x"}, "p2"),
+            ask({"toolCallId": "t3", "title": "x"}, "p3"),
+        ],
+        observer=seen,
+    )
+    run.client.default_session.prompt("go")
+    assert [p.tool_name for p in seen.previews] == ["Bash\x1b[2J", "Edit", ""]
+    assert [p.tool_name for p in seen.permissions] == ["Bash\x1b[2J", "Edit", ""]
+
+
+def test_the_name_is_journaled_and_read_back(agent, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from acp_fast import journal
+
+    path = tmp_path / "j.jsonl"
+    observer = journal.JsonlJournal(path)
+    run = agent(turn=[ask({"toolCallId": "t1", "title": "x", "name": "Bash"})], observer=observer)
+    run.client.default_session.prompt("go")
+    run.client.close()
+    observer.close()
+    (record,) = [r for r in journal.read(path) if r.kind is journal.RecordKind.PERMISSION]
+    assert record.permission().tool_name == "Bash"
+    # A record written before the field existed reads back with the default.
+    old = dict(record.fields)
+    old.pop("tool_name")
+    assert journal.JournalRecord(**{**record.__dict__, "fields": old}).permission().tool_name == ""

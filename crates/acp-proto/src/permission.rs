@@ -93,6 +93,9 @@ pub struct PermissionRecord {
     /// The deciding tier's decision and reason ("" in the preview).
     pub decision: String,
     pub reason: String,
+    /// The tool call's `name` (schema 1.22): the request's own, else the one announced for
+    /// its tool call; "" when neither.
+    pub tool_name: String,
 }
 
 /// A permission request waiting for its decision.
@@ -168,6 +171,7 @@ impl Ask {
             request_id: raw_id.to_owned(),
             decision: String::new(),
             reason: String::new(),
+            tool_name: name.clone().unwrap_or_default(),
         };
         Ask {
             record,
@@ -383,6 +387,7 @@ impl Ask {
             request_id: record.request_id.clone(),
             decision: String::new(),
             reason: String::new(),
+            tool_name: record.tool_name.clone(),
         }
     }
 }
