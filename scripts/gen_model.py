@@ -206,6 +206,9 @@ CORE_UPDATE_KINDS = {
     "config_option_update",
     "session_info_update",
     "usage_update",
+    "notice",
+    "compaction_update",
+    "compaction_summary_chunk",
 }
 
 

@@ -11,13 +11,15 @@ the loop must arrange next (a write watch, another step, a timer). No thread is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
+import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from . import _calls
+from . import _calls, _login
 from ._async_session import AsyncSession as AsyncSession
 from ._async_session import Updates as Updates
 from ._calls import CoreCall, Plan
@@ -357,9 +359,16 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
-        """Opens a session (`session/new`); the first one opened becomes the default."""
-        return await self._run(_calls.new_session(self, cwd, mcp_servers, additional_directories))
+        """Opens a session (`session/new`); the first one opened becomes the default. The
+        arguments are `Client.new_session`'s."""
+        return await self._run(
+            _calls.new_session(
+                self, cwd, mcp_servers, additional_directories, system_prompt, system_prompt_mode
+            )
+        )
 
     async def load_session(
         self,
@@ -368,10 +377,21 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
         """Loads a session (`session/load`): replayed updates are delivered before it returns."""
         return await self._run(
-            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, False)
+            _calls.load_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                False,
+                system_prompt,
+                system_prompt_mode,
+            )
         )
 
     async def resume_session(
@@ -381,10 +401,44 @@ class AsyncClient(_ClientBase[AsyncSession]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> AsyncSession:
         """Resumes a session (`session/resume`): the agent replays nothing."""
         return await self._run(
-            _calls.load_session(self, session_id, cwd, mcp_servers, additional_directories, True)
+            _calls.load_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                True,
+                system_prompt,
+                system_prompt_mode,
+            )
+        )
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
+    ) -> AsyncSession:
+        """Forks a session (``session/fork``, unstable): as `Client.fork_session`."""
+        return await self._run(
+            _calls.fork_session(
+                self,
+                session_id,
+                cwd,
+                mcp_servers,
+                additional_directories,
+                system_prompt,
+                system_prompt_mode,
+            )
         )
 
     async def list_sessions(self, cwd: str | os.PathLike[str] | None = None) -> tuple[Any, ...]:
@@ -398,6 +452,24 @@ class AsyncClient(_ClientBase[AsyncSession]):
     async def authenticate(self, method_id: str) -> None:
         """``authenticate`` with one of ``initialize.auth_methods``."""
         await self._run(_calls.authenticate(self, method_id))
+
+    async def terminal_login(self, method_id: str, *, timeout: float | None = None) -> int:
+        """`Client.terminal_login`: the login runs on this process's terminal in a worker
+        thread, so the event loop goes on; its exit status. Cancelling the awaiting task stops
+        the login's process group."""
+        login = self._terminal_login(method_id)
+        stop = threading.Event()
+        running = asyncio.ensure_future(
+            asyncio.to_thread(_login.run_login, login, timeout=timeout, stop=stop)
+        )
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            # The task was cancelled: the login's group is stopped before this returns.
+            stop.set()
+            with contextlib.suppress(Exception):  # LoginStopped, or how the login ended
+                await running
+            raise
 
     async def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""

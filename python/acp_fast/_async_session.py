@@ -60,6 +60,15 @@ class AsyncSession(_SessionBase):
         """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
         await self._client._run(_calls.set_model(self, model_id))
 
+    async def set_title(self, title: str) -> str:
+        """Sets the session's title (``session/set_title``, unstable): as `Session.set_title`."""
+        return await self._client._run(_calls.set_title(self, title))
+
+    async def status(self) -> str:
+        """The agent's status of the session (``session/status``, unstable): as
+        `Session.status`."""
+        return await self._client._run(_calls.session_status(self))
+
     async def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally either
         way). Idempotent."""

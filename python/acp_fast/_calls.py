@@ -22,7 +22,7 @@ from . import _interrupt, _spawn_args
 from . import telemetry as _telemetry
 from ._agent_spec import ask_mode_to_set
 from ._convert import content_tuples, decode_list, session_infos, turn_result
-from ._errors import ConnectError, TurnTimeout
+from ._errors import CapabilityError, ConnectError, TurnTimeout
 from ._types import Initialize, Modes, PromptResult, Text, TurnResult
 
 if TYPE_CHECKING:
@@ -93,6 +93,8 @@ class ClientLike(Protocol[_S]):
     def _states(self) -> dict[str, Any]: ...
     @property
     def _profile(self) -> AgentProfile | None: ...
+    @property
+    def _unstable(self) -> bool: ...
     def _forget(self, session: Any) -> None: ...
     def _check_usable(self) -> None: ...
     def _default_session(self) -> _S: ...
@@ -166,15 +168,38 @@ def start(client: ClientLike[Any], new_session: bool, timeout: float | None) -> 
         yield from ask_host(client, client._opened(session_id, cwd, ()))
 
 
+SYSTEM_PROMPT_MODES = ("append", "override")
+
+
+def system_prompt_arg(system_prompt: object, mode: object) -> tuple[str, str] | None:
+    """``system_prompt`` / ``system_prompt_mode`` as the core takes them: None (nothing is
+    written), else ``(mode, text)``. The agent's capability is checked by the core."""
+    if system_prompt is None:
+        return None
+    if not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str or None (got {type(system_prompt).__name__})")
+    if not system_prompt:
+        # The schema forbids an empty prompt; an agent may refuse the session for it.
+        raise ValueError("system_prompt must not be empty (None writes no system prompt)")
+    if mode not in SYSTEM_PROMPT_MODES:
+        raise ValueError(f'system_prompt_mode must be "append" or "override" (got {mode!r})')
+    return (str(mode), system_prompt)
+
+
 def new_session(
     client: ClientLike[_S],
     cwd: str | os.PathLike[str] | None,
     mcp_servers: Iterable[Any] | None,
     additional_directories: Iterable[str],
+    system_prompt: str | None = None,
+    system_prompt_mode: str = "append",
 ) -> Plan[_S]:
-    """``session/new``; the first session opened becomes the default."""
+    """``session/new``; the first session opened becomes the default. A system prompt is
+    written only when given, and refused (`CapabilityError`) unless the agent advertises its
+    mode."""
+    prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
-    session_id = yield CoreCall("new_session", (path, servers, list(directories)))
+    session_id = yield CoreCall("new_session", (path, servers, list(directories), prompt_arg))
     session = client._opened(session_id, path, directories)
     yield from ask_host(client, session)
     return session
@@ -187,14 +212,88 @@ def load_session(
     mcp_servers: Iterable[Any] | None,
     additional_directories: Iterable[str],
     resume: bool,
+    system_prompt: str | None = None,
+    system_prompt_mode: str = "append",
 ) -> Plan[_S]:
-    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``."""
+    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``;
+    a system prompt as for `new_session`."""
+    prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
     client._register_roots(session_id, path, directories)  # a replay may use files
-    yield CoreCall("load_session", (session_id, path, servers, list(directories), resume))
+    args = (session_id, path, servers, list(directories), resume, prompt_arg)
+    yield CoreCall("load_session", args)
     session = client._opened(session_id, path, directories)
     yield from ask_host(client, session)
     return session
+
+
+# --- unstable calls (schema.unstable.json; `Client(unstable=True)`) ----------------------------
+
+
+def check_unstable(client: ClientLike[Any], call: str) -> None:
+    """An unstable call on a client made without ``unstable=True``: `CapabilityError`."""
+    if not client._unstable:
+        raise CapabilityError(
+            f"{call} is an unstable ACP call: make the client with unstable=True to use it "
+            "(the agent must also advertise it)",
+            capability="unstable",
+            agent_id=client.agent_id,
+        )
+
+
+def fork_session(
+    client: ClientLike[_S],
+    session_id: str,
+    cwd: str | os.PathLike[str] | None,
+    mcp_servers: Iterable[Any] | None,
+    additional_directories: Iterable[str],
+    system_prompt: str | None = None,
+    system_prompt_mode: str = "append",
+) -> Plan[_S]:
+    """``session/fork`` (unstable, ``sessionCapabilities.fork``): a new session from
+    ``session_id``'s context, opened as `new_session` opens one."""
+    check_unstable(client, "fork_session")
+    if not isinstance(session_id, str) or not session_id:
+        raise TypeError(f"session_id must be a non-empty str (got {session_id!r})")
+    prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
+    path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
+    args = (session_id, path, servers, list(directories), prompt_arg)
+    new_id = yield CoreCall("fork_session", args)
+    session = client._opened(new_id, path, directories)
+    yield from ask_host(client, session)
+    return session
+
+
+def set_title(session: SessionLike, title: str) -> Plan[str]:
+    """``session/set_title`` (unstable, ``sessionCapabilities.title``): the title the agent
+    stored (it may normalise it), else the one sent."""
+    check_unstable(session._client, "set_title")
+    session._check_open()
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str (got {type(title).__name__})")
+    raw = yield CoreCall("set_title", (session.session_id, title))
+    stored = _json_object(raw).get("title")
+    return stored if isinstance(stored, str) else title
+
+
+def session_status(session: SessionLike) -> Plan[str]:
+    """``session/status`` (unstable, ``sessionCapabilities.status``): "open", "saved", or the
+    agent's other value as sent (the schema says to treat one not recognised as "saved"); a
+    missing or non-string status reads as "saved"."""
+    check_unstable(session._client, "status")
+    session._check_open()
+    raw = yield CoreCall("session_status", (session.session_id,))
+    status = _json_object(raw).get("status")
+    return status if isinstance(status, str) else "saved"
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    import json
+
+    from . import _json
+
+    value = json.loads(_json.prune(raw))
+    return value if isinstance(value, dict) else {}
 
 
 def ask_host(client: ClientLike[Any], session: SessionLike) -> Plan[None]:

@@ -12,10 +12,10 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from . import _calls, _convert, _core, _elicitation, _shutdown, _spawn_args
+from . import _calls, _convert, _core, _elicitation, _login, _shutdown, _spawn_args
 from . import telemetry as _telemetry
 from ._core import CLIENT_CLOSED, Update
-from ._host import activity_callback, capability_tuple
+from ._host import activity_callback, checked_capabilities
 from ._options import ClientInfo, _check_options, _check_type, _CoreOptions, _journal_epoch
 from ._session import Session, _SessionBase
 from ._types import (
@@ -88,6 +88,7 @@ class _ClientBase(Generic[_S]):
         capabilities: ClientCapabilityConfig | None = None,
         interrupt: Literal["raise", "cancel"] = "raise",
         telemetry: bool | None = None,
+        unstable: bool = False,
     ) -> None:
         """Validates the options and starts the agent (``start()`` then talks to it).
 
@@ -152,6 +153,10 @@ class _ClientBase(Generic[_S]):
                 True on, False off, None (default) as `acp_fast.telemetry.instrument()` set
                 for every client (off unless called). Needs the ``otel`` extra; without it,
                 True warns once and records nothing.
+            unstable: Allow the calls of the schema's unstable part (``fork_session``,
+                ``Session.set_title``, ``Session.status``), each still refused with
+                `CapabilityError` unless the agent advertises it. Default False: they raise
+                `CapabilityError` naming this option.
 
         Raises:
             TypeError: an option has the wrong type (the message names it and the type
@@ -179,12 +184,17 @@ class _ClientBase(Generic[_S]):
             session_state,
             interrupt,
         )
+        if not isinstance(unstable, bool):
+            raise TypeError(f"unstable must be a bool (got {unstable!r})")
+        self._unstable = unstable
         self._interrupt = interrupt
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
         spawn = _spawn_args.convert(command, args, env, cwd)
         self._cwd = spawn.cwd
+        # The agent's command as started: a terminal login runs it again (`terminal_login`).
+        self._spawn_args = spawn
         # A client made by `from_spec`: its agent's profile (each session asks the host).
         self._profile: AgentProfile | None = None
         self._mcp_servers = _convert.mcp_list(mcp_servers, "mcp_servers")
@@ -228,7 +238,7 @@ class _ClientBase(Generic[_S]):
                 stderr_tail_bytes=stderr_tail_bytes,
                 agent_id=self.agent_id,
                 cancel_grace=self._cancel_grace,
-                capabilities=capability_tuple(capabilities),
+                capabilities=checked_capabilities(capabilities),
                 on_activity=activity_callback(
                     getattr(observer, "on_activity", None) if has else None
                 ),
@@ -388,6 +398,22 @@ class _ClientBase(Generic[_S]):
         """The agent's answer to ``initialize`` (`Initialize`); empty before `start`."""
         return _convert.initialize(self._live.initialize_info())
 
+    def _terminal_login(self, method_id: str) -> _login.TerminalLogin:
+        """The checked terminal login of `method_id` (see `Client.terminal_login`)."""
+        info = self.initialize
+        if info.protocol_version == 0:
+            raise RuntimeError("terminal_login needs the agent's initialize answer: start() first")
+        spawn = self._spawn_args
+        return _login.login_for(
+            info.raw,
+            method_id,
+            command=spawn.command,
+            args=spawn.args,
+            env=None if spawn.env is None else dict(spawn.env),
+            cwd=spawn.cwd,
+            agent_id=self.agent_id,
+        )
+
     @property
     def modes(self) -> Modes:
         """The default session's modes (empty without one)."""
@@ -526,6 +552,8 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Opens a session (``session/new``); the first one opened becomes the default.
 
@@ -535,8 +563,16 @@ class Client(_ClientBase[Session]):
                 None: the client's.
             additional_directories: Extra absolute directories the session may use (needs
                 the agent's ``sessionCapabilities.additionalDirectories``).
+            system_prompt: Instructions for the agent's system prompt (``systemPrompt``, one
+                text block), written only when given; `CapabilityError` unless the agent
+                advertises ``sessionCapabilities.systemPrompt`` (and, for "override",
+                ``systemPrompt.mode.override``). None (default): nothing is written.
+            system_prompt_mode: "append" (default: added to the agent's own instructions) or
+                "override" (replaces its built-in default instructions).
         """
-        plan = _calls.new_session(self, cwd, mcp_servers, additional_directories)
+        plan = _calls.new_session(
+            self, cwd, mcp_servers, additional_directories, system_prompt, system_prompt_mode
+        )
         return _calls.run(self, plan)
 
     def load_session(
@@ -546,6 +582,8 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Loads a session (``session/load``, needs ``loadSession``): every update the agent
         replays is numbered, delivered and routed to it before this returns.
@@ -555,9 +593,18 @@ class Client(_ClientBase[Session]):
             cwd: As for `new_session`.
             mcp_servers: As for `new_session`.
             additional_directories: As for `new_session`.
+            system_prompt: As for `new_session`.
+            system_prompt_mode: As for `new_session`.
         """
         plan = _calls.load_session(
-            self, session_id, cwd, mcp_servers, additional_directories, resume=False
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            False,
+            system_prompt,
+            system_prompt_mode,
         )
         return _calls.run(self, plan)
 
@@ -568,11 +615,46 @@ class Client(_ClientBase[Session]):
         *,
         mcp_servers: Iterable[Any] | None = None,
         additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> Session:
         """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
         `load_session`."""
         plan = _calls.load_session(
-            self, session_id, cwd, mcp_servers, additional_directories, resume=True
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            True,
+            system_prompt,
+            system_prompt_mode,
+        )
+        return _calls.run(self, plan)
+
+    def fork_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        mcp_servers: Iterable[Any] | None = None,
+        additional_directories: Iterable[str] = (),
+        system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
+    ) -> Session:
+        """Forks a session (``session/fork``, unstable): a new session from ``session_id``'s
+        context (the agent's, open here or not), opened as `new_session` opens one. Needs the
+        client made with ``unstable=True`` and the agent's ``sessionCapabilities.fork``, else
+        `CapabilityError`. ``cwd``: default the client's; the other arguments as for
+        `new_session`."""
+        plan = _calls.fork_session(
+            self,
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            system_prompt,
+            system_prompt_mode,
         )
         return _calls.run(self, plan)
 
@@ -588,6 +670,27 @@ class Client(_ClientBase[Session]):
     def authenticate(self, method_id: str) -> None:
         """`authenticate` with one of `initialize.auth_methods` (not a terminal method)."""
         _calls.run(self, _calls.authenticate(self, method_id))
+
+    def terminal_login(self, method_id: str, *, timeout: float | None = None) -> int:
+        """Runs the agent's terminal login method `method_id` (an `initialize.auth_methods`
+        entry of type "terminal", offered to a client made with
+        ``ClientCapabilityConfig(auth_terminal=True)``) on this process's terminal and waits
+        for it: the agent's command again, with the method's arguments and variables. Returns
+        its exit status (0: logged in; a death by signal is ``-signum``). The running agent
+        does not see the new credentials: close this client and start another.
+
+        The method is the agent's text and is checked first (`acp_fast._login`: bounded, no
+        dynamic-loader variables, the program found with this client's PATH). The login runs
+        in a process group of its own, the terminal's foreground while it runs; whatever it
+        leaves in that group is stopped when it ends, or on `timeout` (seconds; then
+        `subprocess.TimeoutExpired`).
+
+        Raises:
+            CapabilityError: the agent offers no terminal method `method_id`.
+            AgentProtocolError: the method is malformed or asks for what is refused.
+            RuntimeError: the client was not started.
+        """
+        return _login.run_login(self._terminal_login(method_id), timeout=timeout)
 
     def logout(self) -> None:
         """``logout`` (needs the agent's ``auth.logout`` capability)."""

@@ -26,6 +26,7 @@ from ._types import (
     ResourceLink,
     Text,
     TextResource,
+    TokenUsage,
     TurnResult,
 )
 
@@ -180,6 +181,7 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     session_id, tool_calls, plan = payload.session_id, payload.tool_calls, payload.plan
     commands, usage = payload.available_commands, payload.usage
     current_mode_id = payload.current_mode_id
+    notices, compactions, tokens = payload.notices, payload.compactions, payload.prompt_usage
     record = None
     if overflow is not None:
         kind, admitted_bytes, admitted_segments, withheld = overflow
@@ -188,6 +190,7 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     calls: tuple[Any, ...] = ()
     if not typed:
         tool_calls, plan, commands, usage = [], None, None, None
+        notices, compactions, tokens = [], [], None
     # The agent's values, nested as deep as it liked: deeper than the bound reads as null.
     tool_calls = [_json.prune(call) for call in tool_calls or ()]
     plan, commands, usage = (None if v is None else _json.prune(v) for v in (plan, commands, usage))
@@ -210,6 +213,51 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
         available_commands=decode_list(commands, "AvailableCommand"),
         current_mode_id=current_mode_id or None,
         usage=typed_usage,
+        notices=_decode_texts(notices, "Notice"),
+        compactions=_decode_texts(compactions, "CompactionUpdate"),
+        tokens=token_usage(tokens),
+    )
+
+
+def _decode_texts(texts: list[str], kind: str) -> tuple[Any, ...]:
+    """JSON object texts of the agent's as typed model objects (leniently; unreadable ones
+    left out), each pruned to the depth bound first."""
+    if not texts:
+        return ()
+    return decode_list("[" + ",".join(_json.prune(text) for text in texts) + "]", kind) or ()
+
+
+_U64 = (1 << 64) - 1
+_TOKEN_FIELDS = (
+    ("total_tokens", "totalTokens"),
+    ("input_tokens", "inputTokens"),
+    ("output_tokens", "outputTokens"),
+    ("thought_tokens", "thoughtTokens"),
+    ("cached_read_tokens", "cachedReadTokens"),
+    ("cached_write_tokens", "cachedWriteTokens"),
+)
+
+
+def token_usage(raw: str | None) -> TokenUsage | None:
+    """The prompt result's ``usage`` object (JSON text) as `TokenUsage`: each count an int in
+    the schema's uint64 range or None (a bool, a float, a string, a negative or huge number
+    from a hostile agent reads as None rather than failing the turn)."""
+    if raw is None:
+        return None
+    value = json.loads(_json.prune(raw))
+    if not isinstance(value, dict):
+        return None
+
+    def count(key: str) -> int | None:
+        item = value.get(key)
+        if type(item) is int and 0 <= item <= _U64:
+            return item
+        return None
+
+    meta = value.get("_meta")
+    return TokenUsage(
+        **{name: count(wire) for name, wire in _TOKEN_FIELDS},
+        meta=meta if isinstance(meta, dict) else None,
     )
 
 

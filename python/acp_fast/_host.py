@@ -20,23 +20,12 @@ from ._types import (
 )
 
 
-def capability_tuple(config: ClientCapabilityConfig | None) -> tuple[Any, ...] | None:
-    if config is None:
-        return None
-    if not isinstance(config, ClientCapabilityConfig):
+def checked_capabilities(config: ClientCapabilityConfig | None) -> ClientCapabilityConfig | None:
+    """The capability config as the core reads it (by attribute name), or None; TypeError for
+    anything else."""
+    if config is not None and not isinstance(config, ClientCapabilityConfig):
         raise TypeError(f"capabilities must be a ClientCapabilityConfig (got {config!r})")
-    return (
-        config.read_text_file,
-        config.write_text_file,
-        config.terminal,
-        list(config.additional_directories),
-        config.allow_any_path,
-        config.terminal_output_bytes,
-        config.read_missing_as_empty,
-        config.terminal_shell,
-        config.max_terminals,
-        list(config._given_directories),
-    )
+    return config
 
 
 def activity_callback(on_activity: Any) -> Any:

@@ -23,5 +23,12 @@ class UpdateKind(enum.StrEnum):
     CONFIG_OPTION_UPDATE = "config_option_update"
     SESSION_INFO_UPDATE = "session_info_update"
     USAGE_UPDATE = "usage_update"
+    #: A user-facing notice (`model.Notice`); sent only when the client opts in
+    #: (`ClientCapabilityConfig(notices=True)`); never part of the reply text.
+    NOTICE = "notice"
+    #: A compaction's state and its summary's chunks; sent only when the client opts in
+    #: (`ClientCapabilityConfig(compaction=True)`).
+    COMPACTION_UPDATE = "compaction_update"
+    COMPACTION_SUMMARY_CHUNK = "compaction_summary_chunk"
     #: A `sessionUpdate` the client does not know (e.g. unstable variants); delivered as is.
     UNKNOWN = "unknown"

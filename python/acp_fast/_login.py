@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -172,11 +173,17 @@ def _resolve(command: str, path: str | None, cwd: str | None) -> str:
     return os.path.abspath(found)
 
 
-def run_login(login: TerminalLogin, *, timeout: float | None = None) -> int:
+def run_login(
+    login: TerminalLogin,
+    *,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+) -> int:
     """Runs `login` on this process's terminal and waits for it; its exit status (a signal's
     death is ``-signum``, as `subprocess` reports it). On `timeout` (seconds) the login's group
-    is stopped and `subprocess.TimeoutExpired` raised; on KeyboardInterrupt in the host, the
-    group is stopped and the interrupt re-raised."""
+    is stopped and `subprocess.TimeoutExpired` raised; when `stop` is set (another thread gave
+    up on it) the group is stopped and `LoginStopped` raised; on KeyboardInterrupt in the host,
+    the group is stopped and the interrupt re-raised."""
     if timeout is not None and not timeout > 0:
         raise ValueError("timeout must be a number of seconds > 0 or None")
     child = subprocess.Popen(
@@ -186,11 +193,27 @@ def run_login(login: TerminalLogin, *, timeout: float | None = None) -> int:
         process_group=0,
         close_fds=True,
     )
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         with _foreground(child.pid):
-            return child.wait(timeout)
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(list(login.argv), timeout or 0.0)
+                wait = 0.1 if stop is not None else left
+                if wait is not None and left is not None:
+                    wait = min(wait, left)
+                try:
+                    return child.wait(wait)
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        raise LoginStopped("the terminal login was stopped") from None
     finally:
         _stop_group(child)
+
+
+class LoginStopped(Exception):
+    """`run_login` was told to stop (its ``stop`` event): the login's group was stopped."""
 
 
 @contextlib.contextmanager

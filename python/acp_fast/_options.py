@@ -77,8 +77,9 @@ class _CoreOptions:
     stderr_tail_bytes: object
     agent_id: str
     cancel_grace: float
-    #: None (advertise nothing), else `_host.capability_tuple`'s tuple (host.md §1).
-    capabilities: tuple[Any, ...] | None = None
+    #: None (advertise nothing), else the `ClientCapabilityConfig` (host.md §1), which the core
+    #: reads by attribute name.
+    capabilities: Any = None
     on_activity: Any = None
     #: A missing `on_update` / `on_permission_commit` fails the call (the seed's audit rule).
     durable: bool = False

@@ -70,24 +70,33 @@ class PermissionRule:
         title: As a `str`, a case-insensitive substring of the request's title; as a
             compiled `re.Pattern`, it must ``.search()`` the title. An absent title is "".
             None: any title.
+        name: The tool call's ``name`` (schema 1.22: the agent's own tool name, such as
+            ``Bash`` or ``mcp__github__create_issue``; the request's, else the one announced
+            for its tool call). As a `str`, exactly this name (case-sensitive; regex-looking
+            text is plain text); as a compiled `re.Pattern`, it must ``.search()`` the name's
+            first 16 KiB (a longer name matches deny rules and no allow rule). A request
+            without a name never matches a rule with a name. None: any name.
 
     Raises:
-        TypeError: ``kind`` is not a str or ``title`` not a str or str pattern.
+        TypeError: ``kind`` is not a str, or ``title`` or ``name`` not a str or str pattern.
         ValueError: ``kind`` is not an ACP tool kind (the message lists them).
     """
 
     kind: str | None = None
     title: str | re.Pattern[str] | None = None
+    name: str | re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind is not None:
             object.__setattr__(self, "kind", tool_kind(self.kind, "PermissionRule.kind"))
-        title = self.title
-        if title is not None and not isinstance(title, str):
-            if not isinstance(title, re.Pattern) or not isinstance(title.pattern, str):
-                raise TypeError(
-                    f"PermissionRule.title must be a str, a str re.Pattern or None (got {title!r})"
-                )
+        for field_name in ("title", "name"):
+            value = getattr(self, field_name)
+            if value is not None and not isinstance(value, str):
+                if not isinstance(value, re.Pattern) or not isinstance(value.pattern, str):
+                    raise TypeError(
+                        f"PermissionRule.{field_name} must be a str, a str re.Pattern or None "
+                        f"(got {value!r})"
+                    )
 
 
 def _rules(value: object, name: str) -> tuple[PermissionRule, ...]:

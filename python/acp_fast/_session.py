@@ -181,6 +181,19 @@ class Session(_SessionBase):
         """Through the ``"model"`` config option, else the legacy ``session/set_model``."""
         _calls.run(self._client, _calls.set_model(self, model_id))
 
+    def set_title(self, title: str) -> str:
+        """Sets the session's title (``session/set_title``, unstable): the title the agent
+        stored (it may trim or shorten it). Needs ``unstable=True`` and the agent's
+        ``sessionCapabilities.title``, else `CapabilityError`."""
+        return _calls.run(self._client, _calls.set_title(self, title))
+
+    def status(self) -> str:
+        """The agent's status of the session (``session/status``, unstable): "open" (in its
+        memory), "saved" (it can load or resume it) or another value the agent sent (treat it
+        as "saved"). Needs ``unstable=True`` and ``sessionCapabilities.status``, else
+        `CapabilityError`."""
+        return _calls.run(self._client, _calls.session_status(self))
+
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally
         either way). Idempotent."""

@@ -10,9 +10,12 @@ import enum
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidLimits
+
+if TYPE_CHECKING:
+    from .model import CompactionUpdate, Notice
 
 # The Rust core looks `UpdateKind` up here by name (crates/acp-fast-py/src/errors.rs); the
 # permission policy's records are re-exported from `_policy` as well.
@@ -185,6 +188,18 @@ class ClientCapabilityConfig:
     #: Terminals one session may have at once (released ones free their slot); more are
     #: refused with an error naming this cap.
     max_terminals: int = 32
+    #: Opt-in: advertise ``clientCapabilities.session.notices``, so an agent sends user-facing
+    #: notices (billing, rate limits...) as ``notice`` updates (`TurnResult.notices`) instead
+    #: of as reply text. Off by default: an agent that sees it changes what it sends.
+    notices: bool = False
+    #: Opt-in: advertise ``clientCapabilities.session.compaction``, so an agent reports its
+    #: context compactions (`TurnResult.compactions`, the fold's ``compactions``).
+    compaction: bool = False
+    #: Opt-in: advertise ``clientCapabilities.auth.terminal``, so an agent may offer terminal
+    #: login methods (``initialize.auth_methods`` of type "terminal", run with
+    #: `Client.terminal_login`). Off by default: only a caller that can hand the agent a
+    #: terminal should ask for them.
+    auth_terminal: bool = False
     #: ``additional_directories`` as given (the realpaths are above): a directory given through
     #: a symlink answers requests in both forms (design/host.md §2).
     _given_directories: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -196,6 +211,9 @@ class ClientCapabilityConfig:
             "terminal",
             "allow_any_path",
             "read_missing_as_empty",
+            "notices",
+            "compaction",
+            "auth_terminal",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool (got {getattr(self, name)!r})")
@@ -308,6 +326,10 @@ class PermissionRequest:
     #: "session cancelled", "observer", "default" ...); both "" in the preview.
     decision: str = ""
     reason: str = ""
+    #: The tool call's ``name`` (schema 1.22, e.g. "Bash"): the request's own, else the one
+    #: its ``tool_call`` announced; "" when the agent sent neither. `PermissionRule(name=…)`
+    #: matches it. The agent's text: escape it before printing it to a terminal.
+    tool_name: str = ""
 
     def decode(self, *, strict: bool = True) -> Any:
         """The request's params as `acp_fast.model.RequestPermissionRequest`: from the
@@ -350,9 +372,32 @@ class PromptResult:
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """The tokens of a turn, as the agent's ``session/prompt`` result says (its ``usage``
+    object, unstable in the schema). A count the agent sent as anything but an integer from 0
+    to 2**64 - 1 reads as None; ``meta`` is its ``_meta`` object, if any."""
+
+    total_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class TurnResult(PromptResult):
     """One turn of a session: the reply as `PromptResult` has it, and the final state of what
-    the turn announced (tool calls, the latest plan, commands and usage), decoded leniently."""
+    the turn announced (tool calls, the latest plan, commands and usage), decoded leniently.
+
+    ``usage`` is the turn's last ``usage_update`` (`acp_fast.model.UsageUpdate`: context window
+    and cumulative ``cost``, its amount exactly as sent); ``tokens`` the prompt result's own
+    ``usage`` (`TokenUsage`). ``notices`` are the turn's ``notice`` updates
+    (`acp_fast.model.Notice`, in order, the first 256), never part of ``response``;
+    ``compactions`` each compaction of the turn folded to its final state
+    (`acp_fast.model.CompactionUpdate`: status, error, and the whole summary, chunks appended;
+    the first 256 compactions, summaries within ``TransferLimits.response_bytes``)."""
 
     session_id: str = ""
     tool_calls: tuple[Any, ...] = ()
@@ -360,6 +405,9 @@ class TurnResult(PromptResult):
     available_commands: tuple[Any, ...] | None = None
     current_mode_id: str | None = None
     usage: Any = None
+    notices: tuple[Notice, ...] = ()
+    compactions: tuple[CompactionUpdate, ...] = ()
+    tokens: TokenUsage | None = None
 
 
 @dataclass(frozen=True)

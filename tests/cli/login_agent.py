@@ -6,7 +6,8 @@ methods only when the client advertised ``clientCapabilities.auth.terminal``. Ot
 an error; it ends on stdin EOF.
 
 As a login (``--login`` among its arguments): writes its argv, ``LOGIN_MARK``, ``PATH`` and the
-line it reads from stdin to ``$LOGIN_OUT`` (JSON), starts ``sleep 300`` in its own process group
+line it reads from stdin to ``$LOGIN_OUT`` (JSON; its process group first, to
+``$LOGIN_OUT.pgid``), starts ``sleep 300`` in its own process group
 when ``$LOGIN_LEAVE_CHILD`` is set (what the host must stop), sleeps when ``$LOGIN_HANG`` is set,
 and exits with ``$LOGIN_STATUS`` (default 0).
 """
@@ -30,6 +31,8 @@ DEFAULT = [
 
 
 def login() -> int:
+    with open(os.environ["LOGIN_OUT"] + ".pgid", "w") as out:
+        out.write(str(os.getpgrp()))
     if os.environ.get("LOGIN_LEAVE_CHILD"):
         subprocess.Popen(["sleep", "300"])
     if os.environ.get("LOGIN_HANG"):

@@ -185,12 +185,11 @@ def test_a_login_past_its_timeout_is_stopped_with_its_group(tmp_path: Path) -> N
     assert done.stdout.strip() == "timeout", done.stderr
     assert record is None
     assert time.monotonic() - started < 30  # not the login's 300 s
-    leftover = [
-        pid
-        for pid in procinfo.process_table()
-        if "sleep 300" in procinfo.command_line(pid) and os.getppid() != pid
-    ]
-    assert leftover == [], leftover
+    pgid = int((tmp_path / "login.json.pgid").read_text())
+    deadline = time.monotonic() + 10
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(pgid) == []
 
 
 def test_a_bad_timeout_is_refused() -> None:
@@ -310,3 +309,69 @@ def _wait_foreground_leaves(pty: Pty) -> None:
         except OSError:
             pass
     raise AssertionError("the login never became the terminal's foreground:\n" + pty.text)
+
+
+# --- Client.terminal_login and AsyncClient.terminal_login ---------------------------------
+
+CLIENT_DRIVER = """
+import asyncio, sys
+import acp_fast as acp
+caps = acp.ClientCapabilityConfig(auth_terminal=True)
+if sys.argv[2] == "blocking":
+    with acp.Client(sys.executable, [sys.argv[1]], capabilities=caps) as client:
+        client.start(new_session=False)
+        print("status", client.terminal_login("tui"), flush=True)
+else:
+    async def main():
+        async with acp.AsyncClient(sys.executable, [sys.argv[1]], capabilities=caps) as client:
+            await client.start(new_session=False)
+            if sys.argv[2] == "async":
+                print("status", await client.terminal_login("tui"), flush=True)
+                return
+            task = asyncio.ensure_future(client.terminal_login("tui"))
+            await asyncio.sleep(1.0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                print("cancelled", flush=True)
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("driver", ["blocking", "async"])
+def test_the_client_runs_the_agents_terminal_login(tmp_path: Path, driver: str) -> None:
+    argv = [sys.executable, "-c", CLIENT_DRIVER, AGENT, driver]
+    done, record = run_with_record(tmp_path, argv, "secret\n", {"LOGIN_STATUS": "4"})
+    assert done.stdout.strip() == "status 4", done.stderr
+    assert record is not None and record["input"] == "secret" and record["mark"] == "1"
+    assert record["argv"] == ["--login"]
+
+
+def test_cancelling_the_async_login_stops_its_group(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", CLIENT_DRIVER, AGENT, "cancel"]
+    variables = {"LOGIN_HANG": "1", "LOGIN_LEAVE_CHILD": "1"}
+    started = time.monotonic()
+    done, record = run_with_record(tmp_path, argv, "", variables)
+    assert done.stdout.strip() == "cancelled", done.stderr
+    assert record is None and time.monotonic() - started < 30
+    pgid = int((tmp_path / "login.json.pgid").read_text())
+    assert group_members(pgid) == []
+
+
+def test_terminal_login_needs_a_started_client_and_an_offered_method(tmp_path: Path) -> None:
+    with acp_fast.Client(sys.executable, [AGENT], env=env(LOGIN_OUT=str(tmp_path / "x"))) as client:
+        with pytest.raises(RuntimeError, match="start"):
+            client.terminal_login("tui")
+        client.start(new_session=False)
+        # Not advertised: the agent offers its terminal method only to a client that asks.
+        assert [m.id for m in client.initialize.auth_methods] == ["key"]
+        with pytest.raises(acp_fast.CapabilityError, match="auth_terminal=True"):
+            client.terminal_login("tui")
+    caps = acp_fast.ClientCapabilityConfig(auth_terminal=True)
+    with acp_fast.Client(sys.executable, [AGENT], capabilities=caps) as client:
+        client.start(new_session=False)
+        assert [m.type for m in client.initialize.auth_methods] == ["terminal", ""]
+        with pytest.raises(acp_fast.CapabilityError):
+            client.terminal_login("key")  # an agent method, not a terminal one
+    assert not (tmp_path / "x").exists()

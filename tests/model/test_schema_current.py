@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import acp_fast
+import msgspec
 import pytest
 from acp_fast import model as m
 
@@ -135,9 +136,9 @@ def test_the_1_25_updates_decode_strictly_and_round_trip(update: dict[str, Any],
         decoded = m.decode_update(value, strict=True)
         assert type(decoded) is cls
         assert m.session_update_to_json(decoded) == update
-    # The Rust core does not classify these yet: its Update says UNKNOWN, and so does the model
-    # (rather than failing in UpdateKind(tag)).
-    assert decoded.update_kind is acp_fast.UpdateKind.UNKNOWN
+    # The Rust core classifies them (protocol-now §2), and so does the model.
+    assert decoded.update_kind is acp_fast.UpdateKind(update["sessionUpdate"])
+    assert decoded.update_kind is not acp_fast.UpdateKind.UNKNOWN
 
 
 @pytest.mark.parametrize("strict", [True, False])
@@ -243,12 +244,18 @@ def test_host_and_session_requests_read_as_leniently_as_under_1_21(
 
 
 @pytest.mark.parametrize("strict", [True, False])
-def test_folding_a_1_25_update_leaves_the_state_as_an_unknown_one_did(strict: bool) -> None:
+def test_folding_a_1_25_update_never_raises_and_keeps_only_the_compactions(strict: bool) -> None:
     """Before 1.25 these decoded (leniently) as UnknownUpdate, which the fold skips; typed now,
-    they must not make the fold (and a lenient client routing them) raise."""
+    they must not make the fold (and a lenient client routing them) raise. A notice leaves the
+    state as it was; the compaction updates change only ``compactions``."""
     state = m.session_update_fold(())
     chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
     state = state.apply(m.decode_update({"sessionId": "s", "update": chunk}), strict=strict)
     for update in (NOTICE, COMPACTION, SUMMARY_CHUNK):
         decoded = m.decode_update({"sessionId": "s", "update": update}, strict=strict)
-        assert state.apply(decoded, strict=strict) == state
+        after = state.apply(decoded, strict=strict)
+        if update is NOTICE:
+            assert after == state
+        else:
+            assert msgspec.structs.replace(after, compactions=state.compactions) == state
+            assert [c.compaction_id for c in after.compactions] == ["c1"]

@@ -2,7 +2,7 @@
 //! (a stop caused by that session's messages fails it), and `start()`'s two steps.
 
 use acp_proto::calls::CallId;
-use acp_proto::encode::{ConfigValue, ContentBlock, McpServer};
+use acp_proto::encode::{ConfigValue, ContentBlock, McpServer, SystemPrompt};
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
 use acp_proto::{Connection, Outcome, Request};
@@ -24,6 +24,7 @@ pub enum Call {
         cwd: String,
         directories: Vec<String>,
         servers: Option<Vec<McpServer>>,
+        system_prompt: Option<SystemPrompt>,
     },
     LoadSession {
         session_id: String,
@@ -31,6 +32,7 @@ pub enum Call {
         directories: Vec<String>,
         servers: Option<Vec<McpServer>>,
         resume: bool,
+        system_prompt: Option<SystemPrompt>,
     },
     ListSessions(Option<String>),
     DeleteSession(String),
@@ -52,6 +54,16 @@ pub enum Call {
         gated: bool,
         meta: Vec<(String, String)>,
     },
+    /// Unstable: `session/fork` of `session_id`, `session/set_title`, `session/status`.
+    ForkSession {
+        session_id: String,
+        cwd: String,
+        directories: Vec<String>,
+        servers: Option<Vec<McpServer>>,
+        system_prompt: Option<SystemPrompt>,
+    },
+    SetTitle(String, String),
+    SessionStatus(String),
 }
 
 impl Call {
@@ -66,15 +78,18 @@ impl Call {
                 cwd,
                 additional_directories: &[],
                 mcp_servers: None,
+                system_prompt: None,
             },
             Call::NewSession {
                 cwd,
                 directories,
                 servers,
+                system_prompt,
             } => Request::NewSession {
                 cwd,
                 additional_directories: directories,
                 mcp_servers: servers.as_deref(),
+                system_prompt: system_prompt.as_ref(),
             },
             Call::LoadSession {
                 session_id,
@@ -82,12 +97,14 @@ impl Call {
                 directories,
                 servers,
                 resume,
+                system_prompt,
             } => Request::LoadSession {
                 session_id,
                 cwd,
                 additional_directories: directories,
                 mcp_servers: servers.as_deref(),
                 resume: *resume,
+                system_prompt: system_prompt.as_ref(),
             },
             Call::ListSessions(cwd) => Request::ListSessions {
                 cwd: cwd.as_deref(),
@@ -130,6 +147,21 @@ impl Call {
                 gated: *gated,
                 meta,
             },
+            Call::ForkSession {
+                session_id,
+                cwd,
+                directories,
+                servers,
+                system_prompt,
+            } => Request::ForkSession {
+                session_id,
+                cwd,
+                additional_directories: directories,
+                mcp_servers: servers.as_deref(),
+                system_prompt: system_prompt.as_ref(),
+            },
+            Call::SetTitle(session_id, title) => Request::SetTitle { session_id, title },
+            Call::SessionStatus(session_id) => Request::SessionStatus { session_id },
         };
         conn.request(request).map(Some)
     }
@@ -183,7 +215,9 @@ impl Call {
             | Call::SetModel(session_id, _)
             | Call::SetConfigOption { session_id, .. }
             | Call::CloseSession(session_id)
-            | Call::Prompt { session_id, .. } => Some(session_id),
+            | Call::Prompt { session_id, .. }
+            | Call::SetTitle(session_id, _)
+            | Call::SessionStatus(session_id) => Some(session_id),
             _ => None,
         }
     }
@@ -203,6 +237,8 @@ pub enum Value {
     Turn(Box<TurnOutcome>),
     /// A prompt given up after its timeout and grace: a status, not an error.
     TimedOut,
+    /// A result's JSON text, for the binding to read (`session/set_title`, `session/status`).
+    Raw(String),
 }
 
 impl Call {
@@ -220,6 +256,15 @@ impl Call {
             ) => Value::SessionId(id),
             (Call::NewSession { .. } | Call::StartSession { .. }, _) => {
                 return Err(AcpError::protocol("session/new finished without a session"))
+            }
+            (Call::ForkSession { .. }, Some(Outcome::SessionOpened(id))) => Value::SessionId(id),
+            (Call::ForkSession { .. }, _) => {
+                return Err(AcpError::protocol(
+                    "session/fork finished without a session",
+                ))
+            }
+            (Call::SetTitle(..) | Call::SessionStatus(_), Some(Outcome::Raw(raw))) => {
+                Value::Raw(raw)
             }
             (Call::LoadSession { session_id, .. }, _) => Value::SessionId(session_id.clone()),
             (Call::ListSessions(_), Some(Outcome::Listed(sessions))) => Value::Listed(sessions),
@@ -282,6 +327,7 @@ mod tests {
             available_commands: None,
             usage: None,
             current_mode_id: String::new(),
+            ..TurnOutcome::default()
         })
     }
 
@@ -315,6 +361,7 @@ mod tests {
             cwd: "/".into(),
             directories: Vec::new(),
             servers: None,
+            system_prompt: None,
         };
         let opened = new.value(Ok(Some(Outcome::SessionOpened("n".into()))));
         assert_eq!(opened, Ok(Value::SessionId("n".into())));
@@ -328,6 +375,7 @@ mod tests {
             directories: Vec::new(),
             servers: None,
             resume: false,
+            system_prompt: None,
         };
         assert_eq!(load.value(Ok(None)), Ok(Value::SessionId("l".into())));
         let list = Call::ListSessions(None);

@@ -202,6 +202,7 @@ fn open(agented: &mut Agented, edge: &mut Recorder) {
             cwd: "/",
             additional_directories: &[],
             mcp_servers: None,
+            system_prompt: None,
         })
         .unwrap();
     let outcome = pump.run_until(edge, Some(new), WITHIN).ok().flatten();

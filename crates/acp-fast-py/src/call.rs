@@ -77,18 +77,20 @@ impl CoreClient {
         Ok(Prepared::new(slf, call))
     }
 
-    #[pyo3(signature = (cwd, mcp_servers, additional_directories))]
+    /// `system_prompt`: `(mode, text)`, written as `systemPrompt` only when given.
+    #[pyo3(signature = (cwd, mcp_servers, additional_directories, system_prompt=None))]
     fn new_session(
         slf: &Bound<'_, Self>,
         cwd: String,
         mcp_servers: Option<Bound<'_, PyAny>>,
         additional_directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::new_session(cwd, mcp_servers, additional_directories)?;
+        let call = Call::new_session(cwd, mcp_servers, additional_directories, system_prompt)?;
         Ok(Prepared::new(slf, call))
     }
 
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume))]
+    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume, system_prompt=None))]
     fn load_session(
         slf: &Bound<'_, Self>,
         session_id: String,
@@ -96,10 +98,47 @@ impl CoreClient {
         mcp_servers: Option<Bound<'_, PyAny>>,
         additional_directories: Vec<String>,
         resume: bool,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call =
-            Call::load_session(session_id, cwd, mcp_servers, additional_directories, resume)?;
+        let call = Call::load_session(
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            resume,
+            system_prompt,
+        )?;
         Ok(Prepared::new(slf, call))
+    }
+
+    /// Unstable `session/fork` of `session_id`: the new session's id.
+    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, system_prompt=None))]
+    fn fork_session(
+        slf: &Bound<'_, Self>,
+        session_id: String,
+        cwd: String,
+        mcp_servers: Option<Bound<'_, PyAny>>,
+        additional_directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
+    ) -> PyResult<Prepared> {
+        let call = Call::fork_session(
+            session_id,
+            cwd,
+            mcp_servers,
+            additional_directories,
+            system_prompt,
+        )?;
+        Ok(Prepared::new(slf, call))
+    }
+
+    /// Unstable `session/set_title`: the result's JSON text.
+    fn set_title(slf: &Bound<'_, Self>, session_id: String, title: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::SetTitle(session_id, title)))
+    }
+
+    /// Unstable `session/status`: the result's JSON text.
+    fn session_status(slf: &Bound<'_, Self>, session_id: String) -> Prepared {
+        Prepared::new(slf, Call(Owned::SessionStatus(session_id)))
     }
 
     /// Every page's sessions, as JSON object texts.

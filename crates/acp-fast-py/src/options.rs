@@ -13,7 +13,7 @@ use acp_client::settings;
 use acp_os::process::StderrMode;
 use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
-use acp_proto::host::HostCapabilities;
+use acp_proto::host::{HostCapabilities, OptIns};
 use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
 
 /// A positive integer limit, with the message every binding shares.
@@ -204,6 +204,7 @@ pub(crate) fn read(
     }
     let (name, title, version): (String, String, String) = attr(options, "client_info")?;
     let policy = options.getattr("permission_policy")?;
+    let capabilities = capability_config(options)?;
     let config = Config {
         limits: TransferLimits {
             request_bytes: request_bytes as usize,
@@ -224,7 +225,8 @@ pub(crate) fn read(
         cancel_grace_ms,
         // The host joins the chunk strings it already made for the observer, once.
         collect_reply: false,
-        capabilities: read_capabilities(options)?,
+        capabilities: read_capabilities(capabilities.as_ref()),
+        opt_ins: read_opt_ins(capabilities.as_ref()),
     };
     Ok(Ok(Options {
         config,
@@ -243,62 +245,69 @@ pub(crate) fn deadline(seconds: Option<f64>, name: &str) -> PyResult<Option<Dura
     settings::timeout(seconds, name).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
-/// The client's capability config as the facade passes it: None, or (read, write, terminal,
-/// additional_directories (realpaths), allow_any_path, terminal_output_bytes,
-/// read_missing_as_empty, terminal_shell, max_terminals, additional_directories as given).
-type ConfigTuple = (
-    bool,
-    bool,
-    bool,
-    Vec<String>,
-    bool,
-    u64,
-    bool,
-    Option<String>,
-    usize,
-    Vec<String>,
-);
+/// `ClientCapabilityConfig` (`acp_fast._types`), read by attribute name (the facade checked
+/// its types and values when it was made).
+#[derive(FromPyObject)]
+struct CapabilityConfig {
+    read_text_file: bool,
+    write_text_file: bool,
+    terminal: bool,
+    /// The realpaths of the additional directories.
+    additional_directories: Vec<String>,
+    allow_any_path: bool,
+    terminal_output_bytes: u64,
+    read_missing_as_empty: bool,
+    terminal_shell: Option<String>,
+    max_terminals: usize,
+    /// The additional directories as given (a symlinked one answers in both forms).
+    #[pyo3(attribute("_given_directories"))]
+    given_directories: Vec<String>,
+    notices: bool,
+    compaction: bool,
+    auth_terminal: bool,
+}
 
-fn config_tuple(options: &Bound<'_, PyAny>) -> PyResult<Option<ConfigTuple>> {
+fn capability_config(options: &Bound<'_, PyAny>) -> PyResult<Option<CapabilityConfig>> {
     options.getattr("capabilities")?.extract()
 }
 
 /// What `initialize` advertises (`None`: `{}`, wave 1).
-fn read_capabilities(options: &Bound<'_, PyAny>) -> PyResult<Option<HostCapabilities>> {
-    Ok(
-        config_tuple(options)?.map(|(read, write, terminal, ..)| HostCapabilities {
-            read_text_file: read,
-            write_text_file: write,
-            terminal,
-        }),
-    )
+fn read_capabilities(config: Option<&CapabilityConfig>) -> Option<HostCapabilities> {
+    config.map(|c| HostCapabilities {
+        read_text_file: c.read_text_file,
+        write_text_file: c.write_text_file,
+        terminal: c.terminal,
+    })
+}
+
+/// What is opted into beyond the host side (elicitation is set from the observer, later).
+fn read_opt_ins(config: Option<&CapabilityConfig>) -> OptIns {
+    config
+        .map(|c| OptIns {
+            notices: c.notices,
+            compaction: c.compaction,
+            auth_terminal: c.auth_terminal,
+            elicitation: false,
+        })
+        .unwrap_or_default()
 }
 
 /// The host's settings (default: no files or terminals served).
 pub(crate) fn host_config(options: &Bound<'_, PyAny>) -> PyResult<HostConfig> {
-    let Some((
-        _,
-        _,
-        _,
-        additional,
-        allow_any_path,
-        terminal_output_bytes,
-        read_missing_as_empty,
-        terminal_shell,
-        max_terminals,
-        given,
-    )) = config_tuple(options)?
-    else {
+    let Some(config) = capability_config(options)? else {
         return Ok(HostConfig::default());
     };
     let env: Option<Vec<(String, String)>> = options.getattr("env")?.extract()?;
     Ok(HostConfig {
-        additional_directories: settings::paired_directories(given, additional),
-        allow_any_path,
-        terminal_output_bytes,
-        read_missing_as_empty,
-        terminal_shell,
-        max_terminals,
+        additional_directories: settings::paired_directories(
+            config.given_directories,
+            config.additional_directories,
+        ),
+        allow_any_path: config.allow_any_path,
+        terminal_output_bytes: config.terminal_output_bytes,
+        read_missing_as_empty: config.read_missing_as_empty,
+        terminal_shell: config.terminal_shell,
+        max_terminals: config.max_terminals,
         env: settings::host_env(env),
     })
 }

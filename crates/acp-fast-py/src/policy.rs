@@ -10,7 +10,7 @@ use pyo3::types::PyString;
 
 use acp_proto::limits::PermissionPolicy;
 use acp_proto::permission::ObserverAnswer;
-use acp_proto::rules::{Decision, Matcher, Rule, TitleMatcher, TitlePattern, TitleRule};
+use acp_proto::rules::{Decision, Matcher, NameRule, Rule, TitleMatcher, TitlePattern, TitleRule};
 
 /// Python's `str.casefold` for non-ASCII titles (title patterns are compiled in the core).
 struct PyPatterns;
@@ -36,6 +36,15 @@ fn strings(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
 
 /// A `re.Pattern` compiled for the core's linear-time engine, or why it cannot be.
 fn pattern(title: &Bound<'_, PyAny>, name: &str, index: usize) -> PyResult<TitlePattern> {
+    pattern_of(title, name, index, "title")
+}
+
+fn pattern_of(
+    title: &Bound<'_, PyAny>,
+    name: &str,
+    index: usize,
+    field: &str,
+) -> PyResult<TitlePattern> {
     let source: String = title.getattr("pattern")?.extract()?;
     let flags: u32 = title.getattr("flags")?.extract()?;
     TitlePattern::compile(&source, flags).map_err(|why| {
@@ -43,7 +52,7 @@ fn pattern(title: &Bound<'_, PyAny>, name: &str, index: usize) -> PyResult<Title
             .repr()
             .map_or_else(|_| format!("{source:?}"), |r| r.to_string());
         PyValueError::new_err(format!(
-            "PermissionPolicy.{name}[{index}]: the title pattern {shown} cannot be used: {why}"
+            "PermissionPolicy.{name}[{index}]: the {field} pattern {shown} cannot be used: {why}"
         ))
     })
 }
@@ -67,9 +76,34 @@ fn rules(policy: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<Rule>> {
                 title.repr()?
             )));
         };
-        compiled.push(Rule { kind, title });
+        let name_rule = name_rule(&rule, name, index)?;
+        compiled.push(Rule {
+            kind,
+            title,
+            name: name_rule,
+        });
     }
     Ok(compiled)
+}
+
+/// A rule's `name` (absent on a rule-like object without one: any name).
+fn name_rule(rule: &Bound<'_, PyAny>, list: &str, index: usize) -> PyResult<NameRule> {
+    if !rule.hasattr("name")? {
+        return Ok(NameRule::Any);
+    }
+    let name = rule.getattr("name")?;
+    if name.is_none() {
+        Ok(NameRule::Any)
+    } else if let Ok(text) = name.cast::<PyString>() {
+        Ok(NameRule::Exact(text.extract()?))
+    } else if name.hasattr("search")? {
+        Ok(NameRule::Pattern(pattern_of(&name, list, index, "name")?))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "PermissionRule.name must be a str, a re.Pattern or None (got {})",
+            name.repr()?
+        )))
+    }
 }
 
 /// Compiles a `PermissionPolicy`-like object once (wave 1's two lists and host.md's rules).

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString};
 use pyo3::IntoPyObjectExt;
 
-use acp_proto::encode::McpServer;
+use acp_proto::encode::{McpServer, SystemPrompt};
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
 use acp_proto::Outcome;
@@ -29,6 +29,11 @@ impl std::ops::Deref for Prepared {
     }
 }
 
+/// The facade's `(mode, text)` as the core's system prompt.
+fn prompt((mode, text): (String, String)) -> SystemPrompt {
+    SystemPrompt { mode, text }
+}
+
 fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
     list.map(|s| options::mcp_servers(&s)).transpose()
 }
@@ -38,11 +43,13 @@ impl Prepared {
         cwd: String,
         mcp_servers: Option<Bound<'_, PyAny>>,
         directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
         Ok(Prepared(Owned::NewSession {
             cwd,
             directories,
             servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
         }))
     }
 
@@ -52,6 +59,7 @@ impl Prepared {
         mcp_servers: Option<Bound<'_, PyAny>>,
         directories: Vec<String>,
         resume: bool,
+        system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
         Ok(Prepared(Owned::LoadSession {
             session_id,
@@ -59,6 +67,24 @@ impl Prepared {
             directories,
             servers: servers(mcp_servers)?,
             resume,
+            system_prompt: system_prompt.map(prompt),
+        }))
+    }
+
+    /// Unstable `session/fork` of `session_id`.
+    pub fn fork_session(
+        session_id: String,
+        cwd: String,
+        mcp_servers: Option<Bound<'_, PyAny>>,
+        directories: Vec<String>,
+        system_prompt: Option<(String, String)>,
+    ) -> PyResult<Prepared> {
+        Ok(Prepared(Owned::ForkSession {
+            session_id,
+            cwd,
+            directories,
+            servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
         }))
     }
 
@@ -125,6 +151,7 @@ impl Prepared {
                 (if late { "late" } else { "ok" }, Some(tuple)).into_py_any(py)?
             }
             Value::TimedOut => ("timeout", py.None()).into_py_any(py)?,
+            Value::Raw(raw) => raw.into_py_any(py)?,
         })
     }
 }
@@ -145,6 +172,11 @@ pub struct Turn {
     available_commands: Option<String>,
     usage: Option<String>,
     current_mode_id: String,
+    /// The turn's `notice` updates and its compactions' final states, JSON object texts.
+    notices: Vec<String>,
+    compactions: Vec<String>,
+    /// The prompt result's `usage` object, JSON text.
+    prompt_usage: Option<String>,
 }
 
 fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResult<Py<PyAny>> {
@@ -166,6 +198,9 @@ fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResu
         available_commands: turn.available_commands,
         usage: turn.usage,
         current_mode_id: turn.current_mode_id,
+        notices: turn.notices,
+        compactions: turn.compactions,
+        prompt_usage: turn.prompt_usage,
     };
     Ok(Bound::new(py, record)?.into_any().unbind())
 }

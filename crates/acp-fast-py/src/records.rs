@@ -104,6 +104,7 @@ pub(crate) fn permission_request<'py>(
         (intern!(py, "request_id"), json_id(py, &record.request_id)?),
         (intern!(py, "decision"), text(py, &record.decision)),
         (intern!(py, "reason"), text(py, &record.reason)),
+        (intern!(py, "tool_name"), text(py, &record.tool_name)),
     ];
     for (name, value) in &fields {
         set(&request, name, value)?;

@@ -42,6 +42,10 @@ pub enum CallKind {
     Authenticate,
     Logout,
     Prompt,
+    /// Unstable (schema.unstable.json): `session/fork`, `session/set_title`, `session/status`.
+    SessionFork,
+    SetTitle,
+    SessionStatus,
 }
 
 impl CallKind {
@@ -60,6 +64,9 @@ impl CallKind {
             CallKind::Authenticate => "authenticate",
             CallKind::Logout => "logout",
             CallKind::Prompt => "session/prompt",
+            CallKind::SessionFork => "session/fork",
+            CallKind::SetTitle => "session/set_title",
+            CallKind::SessionStatus => "session/status",
         }
     }
 }

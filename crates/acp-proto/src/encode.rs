@@ -42,6 +42,14 @@ pub enum McpServer {
     },
 }
 
+/// A client system prompt (`systemPrompt` on session/new, load and resume; schema 1.30):
+/// `mode` is "append" or "override", `text` its one text block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemPrompt {
+    pub mode: String,
+    pub text: String,
+}
+
 /// One prompt content block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContentBlock {
@@ -194,6 +202,7 @@ pub fn session_new(
     cwd: &str,
     additional_directories: &[String],
     servers: &[McpServer],
+    system_prompt: Option<&SystemPrompt>,
 ) -> Vec<u8> {
     let mut json = request(id, "session/new");
     json.key("params");
@@ -202,6 +211,7 @@ pub fn session_new(
     write_directories(&mut json, additional_directories);
     json.key("mcpServers");
     write_mcp_servers(&mut json, servers);
+    write_system_prompt(&mut json, system_prompt);
     json.close(b'}');
     json.finish_line()
 }
@@ -214,6 +224,7 @@ pub fn session_load(
     cwd: &str,
     additional_directories: &[String],
     servers: &[McpServer],
+    system_prompt: Option<&SystemPrompt>,
 ) -> Vec<u8> {
     let mut json = request(id, method);
     json.key("params");
@@ -223,8 +234,29 @@ pub fn session_load(
     write_directories(&mut json, additional_directories);
     json.key("mcpServers");
     write_mcp_servers(&mut json, servers);
+    write_system_prompt(&mut json, system_prompt);
     json.close(b'}');
     json.finish_line()
+}
+
+/// `session/fork` (unstable): `session/load`'s params, a system prompt only when given.
+pub fn session_fork(
+    id: i64,
+    session_id: &str,
+    cwd: &str,
+    additional_directories: &[String],
+    servers: &[McpServer],
+    system_prompt: Option<&SystemPrompt>,
+) -> Vec<u8> {
+    session_load(
+        id,
+        "session/fork",
+        session_id,
+        cwd,
+        additional_directories,
+        servers,
+        system_prompt,
+    )
 }
 
 /// `session/list`: `cwd` only when given, `cursor` only after the first page.
@@ -329,6 +361,24 @@ fn write_directories(json: &mut Json, directories: &[String]) {
         json.str_value(directory);
     }
     json.close(b']');
+}
+
+/// `"systemPrompt":{"mode":…,"content":[{"type":"text","text":…}]}`, only when given.
+fn write_system_prompt(json: &mut Json, system_prompt: Option<&SystemPrompt>) {
+    let Some(prompt) = system_prompt else {
+        return;
+    };
+    json.key("systemPrompt");
+    json.open_object();
+    json.field_str("mode", &prompt.mode);
+    json.key("content");
+    json.open_array();
+    json.open_object();
+    json.field_str("type", "text");
+    json.field_str("text", &prompt.text);
+    json.close(b'}');
+    json.close(b']');
+    json.close(b'}');
 }
 
 fn write_pairs(json: &mut Json, pairs: &[(String, String)]) {
@@ -621,8 +671,16 @@ mod tests {
     #[test]
     fn session_new_and_prompt_lines() {
         assert_eq!(
-            text(session_new(1, "/w", &[], &[])),
+            text(session_new(1, "/w", &[], &[], None)),
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/w\",\"mcpServers\":[]}}\n"
+        );
+        let prompt_ = SystemPrompt {
+            mode: "append".into(),
+            text: "Be \"brief\"\n".into(),
+        };
+        assert_eq!(
+            text(session_new(1, "/w", &[], &[], Some(&prompt_))),
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/w\",\"mcpServers\":[],\"systemPrompt\":{\"mode\":\"append\",\"content\":[{\"type\":\"text\",\"text\":\"Be \\\"brief\\\"\\n\"}]}}}\n"
         );
         assert_eq!(
             text(prompt(2, "s", &[ContentBlock::Text("a\"\n".into())], &[])),
@@ -667,19 +725,19 @@ mod tests {
         let dirs = vec!["/x".to_owned()];
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (
-                session_new(2, "/w", &dirs, &[]),
+                session_new(2, "/w", &dirs, &[], None),
                 r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","additionalDirectories":["/x"],"mcpServers":[]}}"#,
             ),
             (
-                session_load(3, "session/load", "s1", "/w", &[], &[]),
+                session_load(3, "session/load", "s1", "/w", &[], &[], None),
                 r#"{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[]}}"#,
             ),
             (
-                session_load(4, "session/load", "s1", "/w", &dirs, &[]),
+                session_load(4, "session/load", "s1", "/w", &dirs, &[], None),
                 r#"{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":"s1","cwd":"/w","additionalDirectories":["/x"],"mcpServers":[]}}"#,
             ),
             (
-                session_load(5, "session/resume", "s1", "/w", &[], &[]),
+                session_load(5, "session/resume", "s1", "/w", &[], &[], None),
                 r#"{"jsonrpc":"2.0","id":5,"method":"session/resume","params":{"sessionId":"s1","cwd":"/w","mcpServers":[]}}"#,
             ),
             (

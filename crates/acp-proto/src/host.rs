@@ -81,6 +81,51 @@ impl HostCapabilities {
     }
 }
 
+/// What the client opts into beyond the host side (each advertised only when on, because an
+/// agent that sees it changes what it sends): `session.notices` (`notice` updates instead of
+/// message chunks), `session.compaction` (compaction updates), `auth.terminal` (terminal login
+/// methods in `authMethods`), `elicitation` (form and url; set from whether an observer
+/// answers them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptIns {
+    pub notices: bool,
+    pub compaction: bool,
+    pub auth_terminal: bool,
+    pub elicitation: bool,
+}
+
+/// The whole `clientCapabilities` object: the host's (`HostCapabilities::json`), then
+/// `"session":{"notices":{},"compaction":{}}`, `"auth":{"terminal":true}` and
+/// `"elicitation":{"form":{},"url":{}}`, each only when opted into.
+pub fn client_capabilities_json(caps: Option<&HostCapabilities>, opt_ins: OptIns) -> String {
+    let host = HostCapabilities::json(caps);
+    let inner = host
+        .strip_prefix('{')
+        .and_then(|h| h.strip_suffix('}'))
+        .unwrap_or("");
+    let mut members: Vec<String> = Vec::with_capacity(4);
+    if !inner.is_empty() {
+        members.push(inner.to_owned());
+    }
+    let session: Vec<&str> = [
+        (opt_ins.notices, r#""notices":{}"#),
+        (opt_ins.compaction, r#""compaction":{}"#),
+    ]
+    .into_iter()
+    .filter_map(|(on, key)| on.then_some(key))
+    .collect();
+    if !session.is_empty() {
+        members.push(format!(r#""session":{{{}}}"#, session.join(",")));
+    }
+    if opt_ins.auth_terminal {
+        members.push(r#""auth":{"terminal":true}"#.to_owned());
+    }
+    if opt_ins.elicitation {
+        members.push(r#""elicitation":{"form":{},"url":{}}"#.to_owned());
+    }
+    format!("{{{}}}", members.join(","))
+}
+
 /// A checked host request: what the OS side is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostOp {
@@ -590,6 +635,54 @@ mod tests {
             HostCapabilities::json(Some(&caps)),
             r#"{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true}"#
         );
+    }
+
+    #[test]
+    fn opt_ins_are_advertised_only_when_on() {
+        let off = OptIns::default();
+        assert_eq!(client_capabilities_json(None, off), "{}");
+        let caps = HostCapabilities {
+            read_text_file: true,
+            write_text_file: true,
+            terminal: false,
+        };
+        assert_eq!(
+            client_capabilities_json(Some(&caps), off),
+            HostCapabilities::json(Some(&caps))
+        );
+        let notices = OptIns {
+            notices: true,
+            ..off
+        };
+        assert_eq!(
+            client_capabilities_json(Some(&caps), notices),
+            r#"{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":false,"session":{"notices":{}}}"#
+        );
+        let all = OptIns {
+            notices: true,
+            compaction: true,
+            auth_terminal: true,
+            elicitation: true,
+        };
+        assert_eq!(
+            client_capabilities_json(None, all),
+            r#"{"session":{"notices":{},"compaction":{}},"auth":{"terminal":true},"elicitation":{"form":{},"url":{}}}"#
+        );
+        let login = OptIns {
+            auth_terminal: true,
+            ..off
+        };
+        assert_eq!(
+            client_capabilities_json(None, login),
+            r#"{"auth":{"terminal":true}}"#
+        );
+        for json in [
+            client_capabilities_json(None, all),
+            client_capabilities_json(Some(&caps), all),
+            client_capabilities_json(Some(&caps), login),
+        ] {
+            serde_json::from_str::<Value>(&json).expect("valid JSON");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::encode::{ClientInfo, McpServer};
 use crate::error::AcpError;
-use crate::host::HostCapabilities;
+use crate::host::{HostCapabilities, OptIns};
 use crate::rules::{Decision, Matcher, Rule};
 
 /// Caps on traffic; every one must be above zero.
@@ -80,6 +80,9 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// What the client advertises and serves (design/host.md §1); `None`: `{}`, wave 1.
     pub capabilities: Option<HostCapabilities>,
+    /// What is advertised beyond the host side (`OptIns`); off by default. Its `elicitation`
+    /// is not read from here: `Connection::advertise_elicitation` sets it.
+    pub opt_ins: OptIns,
     /// Whether the connection assembles the reply text itself. A host that already holds each
     /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
     /// and `TurnOutcome::response` is then empty.
@@ -98,6 +101,7 @@ impl Config {
             cancel_grace_ms: 5000,
             collect_reply: true,
             capabilities: None,
+            opt_ins: OptIns::default(),
         }
     }
 

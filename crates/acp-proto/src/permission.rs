@@ -93,6 +93,9 @@ pub struct PermissionRecord {
     /// The deciding tier's decision and reason ("" in the preview).
     pub decision: String,
     pub reason: String,
+    /// The tool call's `name` (schema 1.22): the request's own, else the one announced for
+    /// its tool call; "" when neither.
+    pub tool_name: String,
 }
 
 /// A permission request waiting for its decision.
@@ -105,6 +108,8 @@ pub struct Ask {
     title: Option<String>,
     /// The request's own `toolCall.kind`, else the kind announced for its tool call id.
     tool_kind: Option<String>,
+    /// The request's own `toolCall.name`, else the name announced for its tool call id.
+    name: Option<String>,
     /// (kind, optionId) of each option object, each as present and a string.
     choices: Vec<(Option<String>, Option<String>)>,
     /// `None` when `options` is absent or not an array.
@@ -132,8 +137,13 @@ impl Ask {
         envelope: &str,
         fields: &Params<'_>,
         announced: Option<String>,
+        announced_name: Option<String>,
     ) -> Ask {
         let tool = fields.tool_call.0.as_deref();
+        let name = tool
+            .and_then(|t| t.name.as_str())
+            .map(str::to_owned)
+            .or(announced_name);
         let own_kind = tool.and_then(|t| t.kind.as_str()).map(str::to_owned);
         let tool_kind = own_kind.or(announced);
         let options = fields.options.0.as_deref();
@@ -161,12 +171,14 @@ impl Ask {
             request_id: raw_id.to_owned(),
             decision: String::new(),
             reason: String::new(),
+            tool_name: name.clone().unwrap_or_default(),
         };
         Ask {
             record,
             tool_present: tool.is_some(),
             title: tool.and_then(|t| t.title.as_str()).map(str::to_owned),
             tool_kind,
+            name,
             choices: items
                 .map(|o| {
                     (
@@ -188,6 +200,7 @@ impl Ask {
         Subject {
             kind: self.tool_kind.as_deref(),
             title: self.title.as_deref().unwrap_or(""),
+            name: self.name.as_deref(),
         }
     }
 
@@ -374,6 +387,7 @@ impl Ask {
             request_id: record.request_id.clone(),
             decision: String::new(),
             reason: String::new(),
+            tool_name: record.tool_name.clone(),
         }
     }
 }

@@ -38,6 +38,13 @@ pub struct Capabilities {
     pub mcp_http: bool,
     pub mcp_sse: bool,
     pub auth_logout: bool,
+    /// `sessionCapabilities.systemPrompt` (the `append` mode), and its `mode.override`.
+    pub system_prompt: bool,
+    pub system_prompt_override: bool,
+    /// Unstable: `sessionCapabilities.fork`, `.title`, `.status`.
+    pub session_fork: bool,
+    pub session_title: bool,
+    pub session_status: bool,
 }
 
 /// The agent's answer to `initialize`.
@@ -52,17 +59,16 @@ pub struct InitializeInfo {
     pub raw: String,
 }
 
+/// A current choice among named entries: a session's modes or its models (from the `modes` /
+/// `models` objects or from a select config option of that category).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModesInfo {
+pub struct SelectInfo {
     pub current: String,
     pub available: Vec<NamedEntry>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModelsInfo {
-    pub current: String,
-    pub available: Vec<NamedEntry>,
-}
+pub type ModesInfo = SelectInfo;
+pub type ModelsInfo = SelectInfo;
 
 /// What a `session/new`, `load` or `resume` result sets; `None` leaves the handle's value.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -153,6 +159,17 @@ pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
         mcp_http: is_true(get(&["mcpCapabilities", "http"])),
         mcp_sse: is_true(get(&["mcpCapabilities", "sse"])),
         auth_logout: present(get(&["auth", "logout"])),
+        // `{}` advertises the append mode; `override` needs its own `mode.override` entry.
+        system_prompt: present(get(&["sessionCapabilities", "systemPrompt"])),
+        system_prompt_override: present(get(&[
+            "sessionCapabilities",
+            "systemPrompt",
+            "mode",
+            "override",
+        ])),
+        session_fork: present(get(&["sessionCapabilities", "fork"])),
+        session_title: present(get(&["sessionCapabilities", "title"])),
+        session_status: present(get(&["sessionCapabilities", "status"])),
     };
     let auth_methods = objects(result.get("authMethods"))
         .map(|m| AuthMethodInfo {
@@ -236,32 +253,16 @@ pub fn list_page(raw: &str) -> Result<(Vec<String>, Option<String>), AcpError> {
     Ok((sessions, cursor))
 }
 
-/// The `"model"` select option of a session's config options, as models.
-pub fn models_from_config(options: &Value) -> Option<ModelsInfo> {
+/// The select config option of `category` among a session's config options (`"model"`, or
+/// `"mode"` for agents that offer their modes only that way, as opencode 1.18 does), as a
+/// choice: the same shape as the `modes` / `models` objects, so `Session.modes`, `set_mode`
+/// and `set_model` work for either.
+pub fn select_from_config(options: &Value, category: &str) -> Option<SelectInfo> {
     let option = objects(Some(options)).find(|o| {
-        o.get("category").and_then(Value::as_str) == Some("model")
+        o.get("category").and_then(Value::as_str) == Some(category)
             && o.get("type").and_then(Value::as_str) == Some("select")
     })?;
-    Some(ModelsInfo {
-        current: string(option, "currentValue"),
-        available: select_values(option)
-            .map(|v| NamedEntry {
-                id: string(v, "value"),
-                name: string(v, "name"),
-                description: string(v, "description"),
-            })
-            .collect(),
-    })
-}
-
-/// Modes offered only as a `"mode"` select config option (opencode 1.18): the same shape as
-/// the `modes` object, so `Session.modes` and `set_mode` work for either.
-pub fn modes_from_config(options: &Value) -> Option<ModesInfo> {
-    let option = objects(Some(options)).find(|o| {
-        o.get("category").and_then(Value::as_str) == Some("mode")
-            && o.get("type").and_then(Value::as_str) == Some("select")
-    })?;
-    Some(ModesInfo {
+    Some(SelectInfo {
         current: string(option, "currentValue"),
         available: select_values(option)
             .map(|v| NamedEntry {

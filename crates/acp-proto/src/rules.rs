@@ -62,10 +62,26 @@ pub enum TitleRule {
 
 pub use pattern::TitlePattern;
 
+/// How a rule matches the tool call's `name` (schema 1.22: the agent's own tool name, e.g.
+/// `Bash` or `mcp__github__create_issue`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NameRule {
+    /// No name condition.
+    #[default]
+    Any,
+    /// Exactly this name (case-sensitive: names are identifiers, and a looser match such as a
+    /// substring would let `Bash` match `BashOutput`). Regex-looking text is plain text here.
+    Exact(String),
+    /// A pattern, searched in the name's first `pattern::TITLE_BYTES` bytes (as titles are).
+    Pattern(TitlePattern),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
     pub kind: Option<String>,
     pub title: TitleRule,
+    /// A request without a name (an agent before schema 1.22) never matches a name rule.
+    pub name: NameRule,
 }
 
 /// What the host evaluates for the connection: the full Unicode case fold of a non-ASCII
@@ -115,6 +131,8 @@ pub fn casefold(text: &str, matcher: &Matcher) -> String {
 pub struct Subject<'a> {
     pub kind: Option<&'a str>,
     pub title: &'a str,
+    /// The tool call's `name` (the request's own, else the one announced for its tool call).
+    pub name: Option<&'a str>,
 }
 
 impl Rule {
@@ -131,6 +149,15 @@ impl Rule {
             if subject.kind != Some(kind.as_str()) {
                 return false;
             }
+        }
+        let name_matches = match (&self.name, subject.name) {
+            (NameRule::Any, _) => true,
+            (_, None) => false,
+            (NameRule::Exact(wanted), Some(name)) => wanted == name,
+            (NameRule::Pattern(pattern), Some(name)) => pattern.search(name).unwrap_or(unseen),
+        };
+        if !name_matches {
+            return false;
         }
         match &self.title {
             TitleRule::Any => true,
@@ -318,27 +345,80 @@ mod tests {
             Rule {
                 kind: Some("execute".into()),
                 title: TitleRule::Any,
+                name: NameRule::Any,
             },
             Rule {
                 kind: None,
                 title: TitleRule::Folded("rm -rf".into()),
+                name: NameRule::Any,
             },
         ];
         let s = Subject {
             kind: Some("edit"),
             title: "Run RM -RF /",
+            name: None,
         };
         assert_eq!(first_match(&rules, &s, &m, false), Some(1));
         let s = Subject {
             kind: Some("execute"),
             title: "",
+            name: None,
         };
         assert_eq!(first_match(&rules, &s, &m, false), Some(0));
         let s = Subject {
             kind: None,
             title: "ls",
+            name: None,
         };
         assert_eq!(first_match(&rules, &s, &m, false), None);
+    }
+
+    #[test]
+    fn name_rules_match_exactly_or_by_pattern_and_never_without_a_name() {
+        let m = Matcher::default();
+        let exact = |name: &str| Rule {
+            kind: None,
+            title: TitleRule::Any,
+            name: NameRule::Exact(name.into()),
+        };
+        let subject = |name: Option<&'static str>| Subject {
+            kind: Some("execute"),
+            title: "t",
+            name,
+        };
+        let rules = [exact("Bash")];
+        assert_eq!(
+            first_match(&rules, &subject(Some("Bash")), &m, false),
+            Some(0)
+        );
+        assert_eq!(
+            first_match(&rules, &subject(Some("BashOutput")), &m, false),
+            None
+        );
+        assert_eq!(first_match(&rules, &subject(Some("bash")), &m, false), None);
+        assert_eq!(first_match(&rules, &subject(None), &m, true), None);
+        // Regex-looking text is plain text.
+        let rules = [exact(".*")];
+        assert_eq!(first_match(&rules, &subject(Some("Bash")), &m, false), None);
+        assert_eq!(
+            first_match(&rules, &subject(Some(".*")), &m, false),
+            Some(0)
+        );
+        let rules = [Rule {
+            kind: None,
+            title: TitleRule::Any,
+            name: NameRule::Pattern(TitlePattern::compile("^mcp__", 0).unwrap()),
+        }];
+        assert_eq!(
+            first_match(&rules, &subject(Some("mcp__gh__x")), &m, false),
+            Some(0)
+        );
+        assert_eq!(first_match(&rules, &subject(None), &m, true), None);
+        // A name longer than a pattern looks at: deny rules match it, allow rules do not.
+        let long: &'static str =
+            Box::leak(("mcp__".to_owned() + &"a".repeat(pattern::TITLE_BYTES)).into_boxed_str());
+        assert_eq!(first_match(&rules, &subject(Some(long)), &m, true), Some(0));
+        assert_eq!(first_match(&rules, &subject(Some(long)), &m, false), None);
     }
 
     #[test]

@@ -12,6 +12,12 @@ use crate::results::{self, ModelsInfo, ModesInfo, SessionResult};
 /// How many tool calls' kinds a session remembers for permission requests that omit the kind.
 pub const ANNOUNCED_KINDS: usize = 1024;
 
+/// How many notices, and how many distinct compactions, one turn's record keeps: the first
+/// ones (every one still reaches the observer and the journal). An agent that sends more in
+/// one turn is flooding; the record stays bounded.
+pub const TURN_NOTICES: usize = 256;
+pub const TURN_COMPACTIONS: usize = 256;
+
 /// A record that a reply stopped at a limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overflow {
@@ -57,6 +63,10 @@ pub struct Turn {
     pub plan: Option<Value>,
     pub commands: Option<Value>,
     pub usage: Option<Value>,
+    /// The turn's `notice` updates (their fields but `sessionUpdate`), first `TURN_NOTICES`.
+    pub notices: Vec<Map<String, Value>>,
+    /// The turn's compactions, first-seen order, folded to their final state.
+    pub compactions: Compactions,
 }
 
 impl Turn {
@@ -69,6 +79,16 @@ impl Turn {
             plan: None,
             commands: None,
             usage: None,
+            notices: Vec::new(),
+            compactions: Compactions::default(),
+        }
+    }
+
+    /// A `notice` joins the record (never the reply), while the record has room.
+    pub fn notice(&mut self, mut fields: Map<String, Value>) {
+        if self.notices.len() < TURN_NOTICES {
+            fields.remove("sessionUpdate");
+            self.notices.push(fields);
         }
     }
 
@@ -155,8 +175,150 @@ impl ToolCallState {
     }
 }
 
+/// A turn's compactions, each folded as the schema says: a `compaction_update` sets `status`
+/// and patches `summary`, `error` and `_meta` (absent: unchanged, null: cleared, `summary: []`
+/// clears too); a `compaction_summary_chunk` appends its `content` to the summary, a first-seen
+/// id creating an `in_progress` compaction. The summaries together stay within
+/// `summary_budget` bytes of JSON (the turn's `response_bytes`): past it, chunks are left out
+/// of the record (the observer and the journal still get every one).
+#[derive(Debug, Default)]
+pub struct Compactions {
+    pub entries: Vec<Map<String, Value>>,
+    index: HashMap<String, usize>,
+    summary_bytes: usize,
+}
+
+impl Compactions {
+    fn slot(&mut self, id: &str) -> Option<&mut Map<String, Value>> {
+        let at = match self.index.get(id) {
+            Some(&at) => at,
+            None if self.entries.len() < TURN_COMPACTIONS => {
+                let mut fields = Map::new();
+                fields.insert("compactionId".into(), Value::String(id.to_owned()));
+                fields.insert("status".into(), Value::String("in_progress".into()));
+                self.index.insert(id.to_owned(), self.entries.len());
+                self.entries.push(fields);
+                self.entries.len() - 1
+            }
+            None => return None,
+        };
+        Some(&mut self.entries[at])
+    }
+
+    /// A `compaction_update`'s fields; a missing or non-string id is left out.
+    pub fn update(&mut self, fields: Map<String, Value>, summary_budget: usize) {
+        let Some(id) = fields.get("compactionId").and_then(Value::as_str) else {
+            return;
+        };
+        let id = id.to_owned();
+        let mut grown = 0usize;
+        let mut freed = 0usize;
+        {
+            let Some(entry) = self.slot(&id) else {
+                return;
+            };
+            for (key, value) in fields {
+                match key.as_str() {
+                    "sessionUpdate" | "compactionId" => {}
+                    // Required and a string: anything else keeps the status it had.
+                    "status" if !value.is_string() => {}
+                    "summary" => {
+                        if let Some(old) = entry.remove("summary") {
+                            freed += json_len(&old);
+                        }
+                        if let Value::Array(blocks) = &value {
+                            if !blocks.is_empty() {
+                                grown += json_len(&value);
+                                entry.insert(key, value);
+                            }
+                        }
+                    }
+                    _ if value.is_null() => {
+                        entry.remove(&key);
+                    }
+                    _ => {
+                        entry.insert(key, value);
+                    }
+                }
+            }
+        }
+        self.summary_bytes = self.summary_bytes.saturating_sub(freed);
+        if self.summary_bytes.saturating_add(grown) > summary_budget {
+            // A replacement summary past the budget is left out, as chunks past it are.
+            if let Some(&at) = self.index.get(&id) {
+                self.entries[at].remove("summary");
+            }
+        } else {
+            self.summary_bytes += grown;
+        }
+    }
+
+    /// A `compaction_summary_chunk`: its `content` appended to the compaction's summary.
+    pub fn chunk(&mut self, fields: &mut Map<String, Value>, summary_budget: usize) {
+        let Some(id) = fields.get("compactionId").and_then(Value::as_str) else {
+            return;
+        };
+        let id = id.to_owned();
+        let Some(content) = fields.remove("content").filter(Value::is_object) else {
+            return;
+        };
+        let size = json_len(&content);
+        let within = self.summary_bytes.saturating_add(size) <= summary_budget;
+        let Some(entry) = self.slot(&id) else {
+            return;
+        };
+        if !within {
+            return;
+        }
+        match entry.get_mut("summary") {
+            Some(Value::Array(blocks)) => blocks.push(content),
+            _ => {
+                entry.insert("summary".into(), Value::Array(vec![content]));
+            }
+        }
+        self.summary_bytes += size;
+    }
+}
+
+/// A value's size as JSON text, near enough for a budget (strings and containers counted by
+/// their contents; no serialisation).
+fn json_len(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(json_len).sum::<usize>() + items.len() + 1,
+        Value::Object(fields) => {
+            fields
+                .iter()
+                .map(|(k, v)| k.len() + 3 + json_len(v))
+                .sum::<usize>()
+                + 1
+        }
+        _ => 8,
+    }
+}
+
+/// Keeps `value` for a tool call id, the newest `ANNOUNCED_KINDS` ids.
+fn remember(table: &mut VecDeque<(String, String)>, tool_call_id: &str, value: &str) {
+    if let Some(slot) = table.iter_mut().find(|(id, _)| id == tool_call_id) {
+        slot.1 = value.to_owned();
+        return;
+    }
+    if table.len() == ANNOUNCED_KINDS {
+        table.pop_front();
+    }
+    table.push_back((tool_call_id.to_owned(), value.to_owned()));
+}
+
+fn recall(table: &VecDeque<(String, String)>, tool_call_id: &str) -> Option<String> {
+    table
+        .iter()
+        .rev()
+        .find(|(known, _)| known == tool_call_id)
+        .map(|(_, value)| value.clone())
+}
+
 /// What a finished turn hands back.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct TurnOutcome {
     pub session_id: String,
     pub response: String,
@@ -170,6 +332,12 @@ pub struct TurnOutcome {
     pub available_commands: Option<String>,
     pub usage: Option<String>,
     pub current_mode_id: String,
+    /// The turn's notices, JSON object texts (`Turn::notices`).
+    pub notices: Vec<String>,
+    /// Each compaction's final state, JSON object texts (`Compactions`).
+    pub compactions: Vec<String>,
+    /// The prompt result's `usage` object (unstable `Usage`: the turn's tokens), JSON text.
+    pub prompt_usage: Option<String>,
 }
 
 #[derive(Debug)]
@@ -188,6 +356,8 @@ pub struct SessionEntry {
     /// A timed-out turn's request id, still answered `cancelled` until it is answered.
     pub late_turn: Option<i64>,
     announced: VecDeque<(String, String)>,
+    /// The tool names announced, as `announced` keeps the kinds (same bound).
+    announced_names: VecDeque<(String, String)>,
 }
 
 impl SessionEntry {
@@ -202,6 +372,7 @@ impl SessionEntry {
             latched: false,
             late_turn: None,
             announced: VecDeque::new(),
+            announced_names: VecDeque::new(),
         }
     }
 
@@ -226,7 +397,7 @@ impl SessionEntry {
         }
         self.config_options
             .as_ref()
-            .and_then(results::modes_from_config)
+            .and_then(|options| results::select_from_config(options, "mode"))
             .unwrap_or_else(|| self.modes.clone())
     }
 
@@ -235,9 +406,14 @@ impl SessionEntry {
         if !self.modes.available.is_empty() {
             return None;
         }
+        self.select_option("mode")
+    }
+
+    /// The id of the first select config option of `category` (`"mode"`, `"model"`).
+    pub fn select_option(&self, category: &str) -> Option<String> {
         let options = self.config_options.as_ref()?;
         results::select_config_ids(options)
-            .find(|(_, category)| *category == "mode")
+            .find(|(_, c)| *c == category)
             .map(|(id, _)| id.to_owned())
     }
 
@@ -245,28 +421,102 @@ impl SessionEntry {
     pub fn models(&self) -> ModelsInfo {
         self.config_options
             .as_ref()
-            .and_then(results::models_from_config)
+            .and_then(|options| results::select_from_config(options, "model"))
             .or_else(|| self.legacy_models.clone())
             .unwrap_or_default()
     }
 
     pub fn announce_kind(&mut self, tool_call_id: &str, kind: &str) {
-        if let Some(slot) = self.announced.iter_mut().find(|(id, _)| id == tool_call_id) {
-            slot.1 = kind.to_owned();
-            return;
-        }
-        if self.announced.len() == ANNOUNCED_KINDS {
-            self.announced.pop_front();
-        }
-        self.announced
-            .push_back((tool_call_id.to_owned(), kind.to_owned()));
+        remember(&mut self.announced, tool_call_id, kind);
     }
 
     pub fn announced_kind(&self, tool_call_id: &str) -> Option<String> {
-        self.announced
-            .iter()
-            .rev()
-            .find(|(known, _)| known == tool_call_id)
-            .map(|(_, kind)| kind.clone())
+        recall(&self.announced, tool_call_id)
+    }
+
+    pub fn announce_name(&mut self, tool_call_id: &str, name: &str) {
+        remember(&mut self.announced_names, tool_call_id, name);
+    }
+
+    pub fn announced_name(&self, tool_call_id: &str) -> Option<String> {
+        recall(&self.announced_names, tool_call_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(fields) => fields,
+            _ => panic!("an object"),
+        }
+    }
+
+    #[test]
+    fn compactions_patch_and_append_as_the_schema_says() {
+        let mut c = Compactions::default();
+        let chunk = |text: &str| {
+            object(json!({"compactionId": "a", "content": {"type": "text", "text": text}}))
+        };
+        c.chunk(&mut chunk("one "), 1 << 20);
+        c.chunk(&mut chunk("two"), 1 << 20);
+        assert_eq!(c.entries[0]["status"], "in_progress");
+        assert_eq!(c.entries[0]["summary"].as_array().unwrap().len(), 2);
+        c.update(
+            object(json!({"compactionId": "a", "status": "completed", "error": "e"})),
+            1 << 20,
+        );
+        assert_eq!(
+            c.entries[0]["summary"].as_array().unwrap().len(),
+            2,
+            "absent: unchanged"
+        );
+        c.update(
+            object(json!({"compactionId": "a", "status": null, "error": null, "summary": []})),
+            1 << 20,
+        );
+        assert_eq!(
+            c.entries[0]["status"], "completed",
+            "a null status keeps the old one"
+        );
+        assert!(c.entries[0].get("error").is_none() && c.entries[0].get("summary").is_none());
+        c.update(object(json!({"status": "completed"})), 1 << 20);
+        c.chunk(
+            &mut object(json!({"compactionId": 7, "content": {}})),
+            1 << 20,
+        );
+        assert_eq!(c.entries.len(), 1, "no id, no compaction");
+    }
+
+    #[test]
+    fn compactions_stay_within_their_budgets() {
+        let mut c = Compactions::default();
+        for _ in 0..100 {
+            let mut chunk = object(
+                json!({"compactionId": "a", "content": {"type": "text", "text": "x".repeat(100)}}),
+            );
+            c.chunk(&mut chunk, 1000);
+        }
+        let kept = c.entries[0]["summary"].as_array().unwrap().len();
+        assert!(kept > 0 && kept < 10, "{kept}");
+        assert!(c.summary_bytes <= 1000);
+        for i in 0..(TURN_COMPACTIONS + 10) {
+            c.update(
+                object(json!({"compactionId": format!("c{i}"), "status": "completed"})),
+                1000,
+            );
+        }
+        assert_eq!(c.entries.len(), TURN_COMPACTIONS);
+        let mut turn = Turn::new(CallId(1));
+        for _ in 0..(TURN_NOTICES + 1) {
+            turn.notice(object(
+                json!({"sessionUpdate": "notice", "severity": "info", "title": "t"}),
+            ));
+        }
+        assert_eq!(turn.notices.len(), TURN_NOTICES);
+        assert!(turn.notices[0].get("sessionUpdate").is_none());
     }
 }

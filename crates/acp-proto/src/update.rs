@@ -18,11 +18,18 @@ pub enum UpdateKind {
     ConfigOptionUpdate,
     SessionInfoUpdate,
     UsageUpdate,
+    /// A user-facing notice (schema 1.25), sent only to a client that advertises
+    /// `session.notices`; never part of the reply.
+    Notice,
+    /// A compaction's upsert and its summary's chunks (schema 1.25), sent only to a client
+    /// that advertises `session.compaction`.
+    CompactionUpdate,
+    CompactionSummaryChunk,
     Unknown,
 }
 
 impl UpdateKind {
-    pub const ALL: [UpdateKind; 12] = [
+    pub const ALL: [UpdateKind; 15] = [
         UpdateKind::UserMessageChunk,
         UpdateKind::AgentMessageChunk,
         UpdateKind::AgentThoughtChunk,
@@ -34,6 +41,9 @@ impl UpdateKind {
         UpdateKind::ConfigOptionUpdate,
         UpdateKind::SessionInfoUpdate,
         UpdateKind::UsageUpdate,
+        UpdateKind::Notice,
+        UpdateKind::CompactionUpdate,
+        UpdateKind::CompactionSummaryChunk,
         UpdateKind::Unknown,
     ];
 
@@ -61,6 +71,9 @@ impl UpdateKind {
             "config_option_update" => UpdateKind::ConfigOptionUpdate,
             "session_info_update" => UpdateKind::SessionInfoUpdate,
             "usage_update" => UpdateKind::UsageUpdate,
+            "notice" => UpdateKind::Notice,
+            "compaction_update" => UpdateKind::CompactionUpdate,
+            "compaction_summary_chunk" => UpdateKind::CompactionSummaryChunk,
             _ => UpdateKind::Unknown,
         }
     }
@@ -78,6 +91,9 @@ impl UpdateKind {
             UpdateKind::ConfigOptionUpdate => "config_option_update",
             UpdateKind::SessionInfoUpdate => "session_info_update",
             UpdateKind::UsageUpdate => "usage_update",
+            UpdateKind::Notice => "notice",
+            UpdateKind::CompactionUpdate => "compaction_update",
+            UpdateKind::CompactionSummaryChunk => "compaction_summary_chunk",
             UpdateKind::Unknown => "unknown",
         }
     }
@@ -119,13 +135,18 @@ impl<'a> UpdateEvent<'a> {
     pub(crate) fn text_of(kind: UpdateKind, fields: &UpdateFields<'a>) -> Cow<'a, str> {
         let take = |s: &wire::Str<'a>| s.0.clone().unwrap_or(Cow::Borrowed(""));
         match kind {
-            _ if kind.is_chunk() => match &fields.content.0 {
-                Some(content) if content.kind.as_str() == Some("text") => take(&content.text),
-                _ => Cow::Borrowed(""),
-            },
-            UpdateKind::ToolCall | UpdateKind::ToolCallUpdate | UpdateKind::SessionInfoUpdate => {
-                take(&fields.title)
+            // A summary chunk's text is its text block's, as a message chunk's is (it never
+            // joins the reply: only agent message chunks do).
+            _ if kind.is_chunk() || kind == UpdateKind::CompactionSummaryChunk => {
+                match &fields.content.0 {
+                    Some(content) if content.kind.as_str() == Some("text") => take(&content.text),
+                    _ => Cow::Borrowed(""),
+                }
             }
+            UpdateKind::ToolCall
+            | UpdateKind::ToolCallUpdate
+            | UpdateKind::SessionInfoUpdate
+            | UpdateKind::Notice => take(&fields.title),
             UpdateKind::CurrentModeUpdate => take(&fields.current_mode_id),
             UpdateKind::Plan => {
                 let entries = fields.entries.0.as_deref().unwrap_or(&[]);

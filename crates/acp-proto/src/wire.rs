@@ -515,6 +515,9 @@ pub struct UpdateFields<'a> {
     /// A tool call's kind (`tool_call` / `tool_call_update`).
     #[serde(default, borrow)]
     pub kind: Str<'a>,
+    /// A tool call's name (schema 1.22), remembered for permission requests that omit it.
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
 }
 
 /// What a `session/update` carries, borrowed from its line.
@@ -564,6 +567,9 @@ pub struct ToolCallFields<'a> {
     pub kind: Str<'a>,
     #[serde(default, borrow)]
     pub status: Str<'a>,
+    /// The tool's own name (schema 1.22), matched by `PermissionRule(name=…)`.
+    #[serde(default, borrow)]
+    pub name: Str<'a>,
 }
 
 /// `params.toolCall`: its fields when it is an object, and then the object's exact text too
@@ -735,6 +741,9 @@ pub fn session_new_result(result: &RawValue) -> Result<SessionNewFields<'_>, Wir
 pub struct PromptFields<'a> {
     #[serde(default, borrow, rename = "stopReason")]
     pub stop_reason: Str<'a>,
+    /// The turn's token usage (unstable `Usage`), as sent: read by the facade, not here.
+    #[serde(default, borrow)]
+    pub usage: Option<&'a RawValue>,
 }
 
 pub fn prompt_result(result: &RawValue) -> Result<PromptFields<'_>, WireError> {

@@ -158,6 +158,7 @@ fn open(conn: &mut Connection, id: &str) {
         cwd: "/w",
         additional_directories: &[],
         mcp_servers: None,
+        system_prompt: None,
     })
     .unwrap();
     let wire = sent(conn);
@@ -384,6 +385,7 @@ fn a_loaded_session_is_open_before_its_replay() {
         additional_directories: &[],
         mcp_servers: None,
         resume: false,
+        system_prompt: None,
     })
     .unwrap();
     push(
@@ -497,6 +499,7 @@ fn replay(path: &std::path::Path) {
                         cwd: "/w",
                         additional_directories: &[],
                         mcp_servers: None,
+                        system_prompt: None,
                     }),
                     Some("session/prompt") => Some(Request::Prompt {
                         session_id: session,
@@ -679,6 +682,7 @@ fn a_line_is_announced_once_however_many_writes_it_takes() {
         cwd: "/w",
         additional_directories: &[],
         mcp_servers: None,
+        system_prompt: None,
     })
     .unwrap();
     assert!(conn.poll_transmit().unwrap().1, "the next line is new");
@@ -808,6 +812,7 @@ fn modes_offered_as_a_config_option_are_the_session_s_modes() {
         cwd: "/w",
         additional_directories: &[],
         mcp_servers: None,
+        system_prompt: None,
     })
     .unwrap();
     let request: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
@@ -860,6 +865,7 @@ fn modes_offered_as_a_config_option_are_the_session_s_modes() {
         cwd: "/w",
         additional_directories: &[],
         mcp_servers: None,
+        system_prompt: None,
     })
     .unwrap();
     let request: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();

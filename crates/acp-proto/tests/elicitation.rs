@@ -75,6 +75,7 @@ fn running(advertise: bool) -> (Connection, String) {
         cwd: "/w",
         additional_directories: &[],
         mcp_servers: None,
+        system_prompt: None,
     })
     .unwrap();
     sent(&mut conn);

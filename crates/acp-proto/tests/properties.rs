@@ -498,6 +498,7 @@ fn prompting() -> Connection {
             cwd: "/w",
             additional_directories: &[],
             mcp_servers: None,
+            system_prompt: None,
         })
         .unwrap();
     assert_eq!(

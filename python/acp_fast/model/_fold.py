@@ -266,7 +266,7 @@ def _empty_bucket() -> _Bucket:
     return _Bucket(Seq(), None, {})
 
 
-def _empty_calls() -> Seq[g.ToolCall]:
+def _empty_calls() -> Seq[Any]:
     return Seq._view(PVec(), 0)
 
 
@@ -301,12 +301,18 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     session_title: Nullable[str] = OMITTED
     session_updated_at: Nullable[str] = OMITTED
     usage: g.UsageUpdate | None = None
+    #: Each compaction, first-seen order, folded to its state: status, error and the whole
+    #: summary (a ``compaction_update`` patches it, each ``compaction_summary_chunk`` appends
+    #: to it). Notices are live events, not session history: they are not folded.
+    compactions: Seq[g.CompactionUpdate] = msgspec.field(default_factory=_empty_calls)
     issues: Seq[FoldIssue] = msgspec.field(default_factory=Seq)
     _user: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _agent: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _thought: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _calls_index: _Index = msgspec.field(default_factory=_new_index)
     _calls_token: object = None
+    _compactions_index: _Index = msgspec.field(default_factory=_new_index)
+    _compactions_token: object = None
 
     @property
     def user_messages(self) -> Seq[Message]:
@@ -357,6 +363,7 @@ _PUBLIC = (
     "session_title",
     "session_updated_at",
     "usage",
+    "compactions",
     "issues",
 )
 
@@ -470,9 +477,64 @@ def session_update_apply(
         return state._copy(usage=update)
     if t is UnknownUpdate:
         return state
-    if t is g.Notice or t is g.CompactionUpdate or t is g.CompactionSummaryChunk:
-        return state  # schema 1.25 updates, typed but not folded yet (were UnknownUpdate)
+    if t is g.CompactionUpdate or t is g.CompactionSummaryChunk:
+        return _compaction(state, update)  # type: ignore[arg-type]
+    if t is g.Notice:
+        return state  # a live event for the user, not session history (schema 1.25)
     raise TypeError(f"not a session update: {t.__name__}")
+
+
+_COMPACTION_PATCH = ("summary", "error", "meta")
+
+
+def _compaction(
+    state: SessionState, update: g.CompactionUpdate | g.CompactionSummaryChunk
+) -> SessionState:
+    """A compaction upsert (status set; summary, error and _meta patched: omitted keeps,
+    null or ``summary: []`` clears) or a summary chunk (appended; a first-seen id creates an
+    in-progress compaction), into ``state.compactions``."""
+    compaction_id = update.compaction_id
+    items = state.compactions
+    pos = state._compactions_index.map.get(compaction_id)
+    if pos is not None and (pos >= len(items) or items[pos].compaction_id != compaction_id):
+        pos = None  # the shared index holds another state's entry
+    old = items[pos] if pos is not None else None
+    if type(update) is g.CompactionSummaryChunk:
+        if old is None:
+            old = g.CompactionUpdate(compaction_id=compaction_id, status="in_progress")
+        summary = old.summary
+        blocks: Seq[Any] = summary if isinstance(summary, Seq) else Seq(summary or ())
+        new = msgspec.structs.replace(old, summary=blocks.appended(update.content))
+    else:
+        patch: g.CompactionUpdate = update  # type: ignore[assignment]
+        changes: dict[str, Any] = {"status": patch.status}
+        for name in _COMPACTION_PATCH:
+            value = getattr(patch, name)
+            if value is OMITTED:
+                continue
+            if value is None or (name == "summary" and len(value) == 0):
+                changes[name] = OMITTED
+            elif name == "summary":
+                changes[name] = Seq(value)
+            else:
+                changes[name] = value
+        base = (
+            old if old is not None else g.CompactionUpdate(compaction_id=compaction_id, status="")
+        )
+        new = msgspec.structs.replace(base, **changes)
+    if pos is not None:
+        return state._copy(compactions=items.replaced(pos, new))
+    index, token = state._compactions_index, object()
+    if index.owner is not state._compactions_token:  # another state extended it: branch
+        index = _Index(
+            {k: v for k, v in index.map.items() if v < len(items) and items[v].compaction_id == k},
+            None,
+        )
+    index.map[compaction_id] = len(items)
+    index.owner = token
+    return state._copy(
+        compactions=items.appended(new), _compactions_index=index, _compactions_token=token
+    )
 
 
 def fold_updates(

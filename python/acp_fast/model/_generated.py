@@ -1016,7 +1016,7 @@ class Notice(
 
     @property
     def update_kind(self) -> UpdateKind:
-        return update_kind_of("unknown")  # not classified by the core yet
+        return update_kind_of(self.SESSION_UPDATE)
 
     severity: _OpenNoticeSeverity
     title: str
@@ -1040,7 +1040,7 @@ class CompactionUpdate(
 
     @property
     def update_kind(self) -> UpdateKind:
-        return update_kind_of("unknown")  # not classified by the core yet
+        return update_kind_of(self.SESSION_UPDATE)
 
     compaction_id: str
     status: _OpenCompactionStatus
@@ -1065,7 +1065,7 @@ class CompactionSummaryChunk(
 
     @property
     def update_kind(self) -> UpdateKind:
-        return update_kind_of("unknown")  # not classified by the core yet
+        return update_kind_of(self.SESSION_UPDATE)
 
     compaction_id: str
     content: ContentBlock

@@ -83,7 +83,13 @@ impl Core {
         // Calls whose result is empty accept `{}` and `null` (the docs' load example is null).
         let object_required = matches!(
             call.kind,
-            CallKind::Initialize | CallKind::SessionNew | CallKind::Prompt | CallKind::SessionList
+            CallKind::Initialize
+                | CallKind::SessionNew
+                | CallKind::SessionFork
+                | CallKind::Prompt
+                | CallKind::SessionList
+                | CallKind::SetTitle
+                | CallKind::SessionStatus
         );
         if object_required && !raw.starts_with('{') {
             return Err(AcpError::protocol(format!(
@@ -97,17 +103,17 @@ impl Core {
                 self.initialize = Some(results::initialize(raw)?);
                 Outcome::Initialized
             }
-            CallKind::SessionNew => {
+            CallKind::SessionNew | CallKind::SessionFork => {
                 let result = results::session(raw, method)?;
                 let Some(id) = result.session_id.clone() else {
                     return Err(AcpError::protocol(format!(
-                        "the agent's session/new result has no string sessionId: {}",
+                        "the agent's {method} result has no string sessionId: {}",
                         excerpt(raw.as_bytes(), 200)
                     )));
                 };
                 if self.session(&id).is_some() {
                     return Err(AcpError::protocol(format!(
-                        "the agent's session/new result names session {id:?}, which is already open"
+                        "the agent's {method} result names session {id:?}, which is already open"
                     )));
                 }
                 let mut entry = SessionEntry::new(&id);
@@ -190,6 +196,7 @@ impl Core {
                 Outcome::Done
             }
             CallKind::Authenticate | CallKind::Logout => Outcome::Done,
+            CallKind::SetTitle | CallKind::SessionStatus => Outcome::Raw(raw.to_owned()),
             CallKind::Prompt => {
                 let fields = wire::prompt_result(message.result.expect("checked above"))
                     .map_err(|e| AcpError::protocol(format!("malformed {e}")))?;
@@ -199,6 +206,12 @@ impl Core {
                         excerpt(raw.as_bytes(), 200)
                     )));
                 };
+                // An object, or nothing: `null` and other types read as absent.
+                let prompt_usage = fields
+                    .usage
+                    .map(|raw| raw.get())
+                    .filter(|text| text.starts_with('{'))
+                    .map(str::to_owned);
                 let entry = self.session_mut(&session_id);
                 let (turn, mode) = match entry {
                     Some(entry) => {
@@ -224,6 +237,18 @@ impl Core {
                     available_commands: turn.commands.map(|c| c.to_string()),
                     usage: turn.usage.map(|u| u.to_string()),
                     current_mode_id: mode,
+                    notices: turn
+                        .notices
+                        .into_iter()
+                        .map(|n| Value::Object(n).to_string())
+                        .collect(),
+                    compactions: turn
+                        .compactions
+                        .entries
+                        .into_iter()
+                        .map(|c| Value::Object(c).to_string())
+                        .collect(),
+                    prompt_usage,
                 }))
             }
         }))

@@ -43,14 +43,31 @@ impl Core {
                 None => Ok(()),
             }
         };
+        let system_prompt_gate = |prompt: Option<&SystemPrompt>| -> Result<(), AcpError> {
+            let Some(prompt) = prompt else {
+                return Ok(());
+            };
+            match prompt.mode.as_str() {
+                "append" => self.capability(caps.system_prompt, "sessionCapabilities.systemPrompt"),
+                "override" => self.capability(
+                    caps.system_prompt_override,
+                    "sessionCapabilities.systemPrompt.mode.override",
+                ),
+                other => Err(AcpError::InvalidArgument(format!(
+                    "system_prompt_mode must be \"append\" or \"override\" (got {other:?})"
+                ))),
+            }
+        };
         match *request {
             Request::Initialize | Request::ListSessions { .. } if !started => Ok(()),
             Request::Initialize => Ok(()),
             Request::NewSession {
                 additional_directories,
                 mcp_servers,
+                system_prompt,
                 ..
             } => {
+                system_prompt_gate(system_prompt)?;
                 if !additional_directories.is_empty() {
                     self.capability(
                         caps.session_additional_directories,
@@ -65,6 +82,7 @@ impl Core {
                 additional_directories,
                 mcp_servers,
                 resume,
+                system_prompt,
                 ..
             } => {
                 if resume {
@@ -72,6 +90,7 @@ impl Core {
                 } else {
                     self.capability(caps.load_session, "loadSession")?;
                 }
+                system_prompt_gate(system_prompt)?;
                 if !additional_directories.is_empty() {
                     self.capability(
                         caps.session_additional_directories,
@@ -89,6 +108,38 @@ impl Core {
             }
             Request::ListSessions { .. } => {
                 self.capability(caps.session_list, "sessionCapabilities.list")
+            }
+            Request::ForkSession {
+                session_id,
+                additional_directories,
+                mcp_servers,
+                system_prompt,
+                ..
+            } => {
+                self.capability(caps.session_fork, "sessionCapabilities.fork")?;
+                system_prompt_gate(system_prompt)?;
+                if !additional_directories.is_empty() {
+                    self.capability(
+                        caps.session_additional_directories,
+                        "sessionCapabilities.additionalDirectories",
+                    )?;
+                }
+                servers_gate(mcp_servers)?;
+                absolute(additional_directories)?;
+                if session_id.is_empty() {
+                    return Err(AcpError::InvalidArgument(
+                        "session_fork needs the id of the session to fork".into(),
+                    ));
+                }
+                Ok(())
+            }
+            Request::SetTitle { session_id, .. } => {
+                self.capability(caps.session_title, "sessionCapabilities.title")?;
+                self.open_session(session_id).map(|_| ())
+            }
+            Request::SessionStatus { session_id } => {
+                self.capability(caps.session_status, "sessionCapabilities.status")?;
+                self.open_session(session_id).map(|_| ())
             }
             Request::DeleteSession { .. } => {
                 self.capability(caps.session_delete, "sessionCapabilities.delete")
@@ -223,7 +274,7 @@ impl Core {
                 let from_config = session
                     .config_options
                     .as_ref()
-                    .and_then(results::models_from_config)
+                    .and_then(|options| results::select_from_config(options, "model"))
                     .is_some();
                 if !from_config && session.legacy_models.is_none() {
                     self.capability(false, "session/set_model")?;

@@ -14,9 +14,6 @@ use serde_json::Value;
 use super::*;
 use crate::elicitation::{self, Action, Answer, ElicitationRecord, Refusal, WITHDRAWN};
 
-/// The `clientCapabilities.elicitation` object the client advertises.
-const CAPABILITY: &str = r#""elicitation":{"form":{},"url":{}}"#;
-
 #[derive(Debug, Default)]
 pub(super) struct Elicitations {
     /// The observer answers elicitations: advertised in `initialize`.
@@ -37,18 +34,6 @@ struct Pending {
 pub struct ElicitationDecided {
     pub record: ElicitationRecord,
     bytes: Vec<u8>,
-}
-
-/// `clientCapabilities` with the elicitation capability added when `on` (the rest unchanged).
-pub(super) fn advertise(capabilities: String, on: bool) -> String {
-    if !on {
-        return capabilities;
-    }
-    match capabilities.trim_end().strip_suffix('}') {
-        Some(open) if open.trim_end().ends_with('{') => format!("{open}{CAPABILITY}}}"),
-        Some(open) => format!("{open},{CAPABILITY}}}"),
-        None => capabilities,
-    }
 }
 
 impl Core {
@@ -263,23 +248,5 @@ impl Connection {
     /// Queues a decided elicitation's answer (after the driver recorded the decision).
     pub fn send_elicitation(&mut self, decided: ElicitationDecided) {
         self.core.outbox.push_back(decided.bytes);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::advertise;
-
-    #[test]
-    fn the_capability_joins_whatever_else_is_advertised() {
-        assert_eq!(advertise("{}".into(), false), "{}");
-        assert_eq!(
-            advertise("{}".into(), true),
-            r#"{"elicitation":{"form":{},"url":{}}}"#
-        );
-        assert_eq!(
-            advertise(r#"{"terminal":true}"#.into(), true),
-            r#"{"terminal":true,"elicitation":{"form":{},"url":{}}}"#
-        );
     }
 }

@@ -174,6 +174,13 @@ impl Core {
                 .and_then(|id| self.session(session_id)?.announced_kind(id)),
             _ => None,
         };
+        let announced_name = match tool {
+            Some(t) if t.name.as_str().is_none() => t
+                .tool_call_id
+                .as_str()
+                .and_then(|id| self.session(session_id)?.announced_name(id)),
+            _ => None,
+        };
         // Gemini CLI asks permission for calls it never announced: the request announces them.
         if let (Some(session), Some(tool_id)) = (
             self.sessions.iter_mut().find(|s| s.id == session_id),
@@ -185,7 +192,7 @@ impl Core {
                 }
             }
         }
-        let mut request = Ask::new(raw_id, envelope, fields, announced);
+        let mut request = Ask::new(raw_id, envelope, fields, announced, announced_name);
         let remembered = self
             .remembered
             .get(session_id)
@@ -246,11 +253,13 @@ impl Core {
         let mut raw = None;
         if let Some(session) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             if matches!(kind, UpdateKind::ToolCall | UpdateKind::ToolCallUpdate) {
-                if let (Some(id), Some(tool_kind)) = (
-                    update.fields.tool_call_id.as_str(),
-                    update.fields.kind.as_str(),
-                ) {
-                    session.announce_kind(id, tool_kind);
+                if let Some(id) = update.fields.tool_call_id.as_str() {
+                    if let Some(tool_kind) = update.fields.kind.as_str() {
+                        session.announce_kind(id, tool_kind);
+                    }
+                    if let Some(name) = update.fields.name.as_str() {
+                        session.announce_name(id, name);
+                    }
                 }
             }
             if !kind.is_chunk() && kind != UpdateKind::Unknown {
@@ -365,6 +374,21 @@ impl Core {
                     if let Some(turn) = session.turn.as_mut() {
                         fields.remove("sessionUpdate");
                         turn.usage = Some(Value::Object(fields));
+                    }
+                }
+                UpdateKind::Notice => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.notice(fields);
+                    }
+                }
+                UpdateKind::CompactionUpdate => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.compactions.update(fields, limits.response_bytes);
+                    }
+                }
+                UpdateKind::CompactionSummaryChunk => {
+                    if let Some(turn) = session.turn.as_mut() {
+                        turn.compactions.chunk(&mut fields, limits.response_bytes);
                     }
                 }
                 _ => {}

@@ -34,7 +34,7 @@ pub use host::{HostAnswer, HostId};
 use serde_json::Value;
 
 use crate::calls::{Call, CallId, CallKind, Calls, Listing};
-use crate::encode::{self, ConfigValue, ContentBlock, McpServer};
+use crate::encode::{self, ConfigValue, ContentBlock, McpServer, SystemPrompt};
 use crate::error::{excerpt, AcpError, ProtocolError};
 use crate::limits::Config;
 use crate::permission::{Ask, ObserverAnswer, PermissionRecord};
@@ -62,6 +62,8 @@ pub enum Outcome {
     /// The `configOptions` array after `set_config_option` (raw JSON), when there is one.
     ConfigOptions(Option<String>),
     Turn(Box<TurnOutcome>),
+    /// A result the facade reads itself (`session/set_title`, `session/status`): its JSON text.
+    Raw(String),
     Done,
 }
 
@@ -120,6 +122,9 @@ pub enum Request<'a> {
         cwd: &'a str,
         additional_directories: &'a [String],
         mcp_servers: Option<&'a [McpServer]>,
+        /// Written as `systemPrompt` only when given; checked against the agent's
+        /// `sessionCapabilities.systemPrompt`.
+        system_prompt: Option<&'a SystemPrompt>,
     },
     LoadSession {
         session_id: &'a str,
@@ -127,6 +132,7 @@ pub enum Request<'a> {
         additional_directories: &'a [String],
         mcp_servers: Option<&'a [McpServer]>,
         resume: bool,
+        system_prompt: Option<&'a SystemPrompt>,
     },
     ListSessions {
         cwd: Option<&'a str>,
@@ -160,6 +166,24 @@ pub enum Request<'a> {
     SetModel {
         session_id: &'a str,
         model_id: &'a str,
+    },
+    /// Unstable `session/fork` of `session_id` (`sessionCapabilities.fork`): a new session,
+    /// opened as `session/new`'s is.
+    ForkSession {
+        session_id: &'a str,
+        cwd: &'a str,
+        additional_directories: &'a [String],
+        mcp_servers: Option<&'a [McpServer]>,
+        system_prompt: Option<&'a SystemPrompt>,
+    },
+    /// Unstable `session/set_title` (`sessionCapabilities.title`).
+    SetTitle {
+        session_id: &'a str,
+        title: &'a str,
+    },
+    /// Unstable `session/status` (`sessionCapabilities.status`).
+    SessionStatus {
+        session_id: &'a str,
     },
 }
 

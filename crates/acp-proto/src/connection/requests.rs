@@ -31,19 +31,23 @@ impl Core {
             Request::Initialize => encode::initialize(
                 id,
                 &self.config.client_info,
-                &super::elicit::advertise(
-                    crate::host::HostCapabilities::json(self.config.capabilities.as_ref()),
-                    self.elicitations.advertised,
+                &crate::host::client_capabilities_json(
+                    self.config.capabilities.as_ref(),
+                    crate::host::OptIns {
+                        elicitation: self.elicitations.advertised,
+                        ..self.config.opt_ins
+                    },
                 ),
             ),
             Request::NewSession {
                 cwd,
                 additional_directories,
                 mcp_servers,
+                system_prompt,
             } => {
                 call.kind = CallKind::SessionNew;
                 let servers = servers_or_default(mcp_servers, &self.config);
-                encode::session_new(id, cwd, additional_directories, &servers)
+                encode::session_new(id, cwd, additional_directories, &servers, system_prompt)
             }
             Request::LoadSession {
                 session_id,
@@ -51,6 +55,7 @@ impl Core {
                 additional_directories,
                 mcp_servers,
                 resume,
+                system_prompt,
             } => {
                 call.kind = if resume {
                     CallKind::SessionResume
@@ -66,6 +71,7 @@ impl Core {
                     cwd,
                     additional_directories,
                     &servers,
+                    system_prompt,
                 )
             }
             Request::ListSessions { cwd } => {
@@ -147,15 +153,7 @@ impl Core {
                 call.session = Some(session_id.to_owned());
                 call.argument = model_id.to_owned();
                 let session = self.session(session_id).expect("checked");
-                let model_option = session
-                    .config_options
-                    .as_ref()
-                    .and_then(|options| {
-                        results::select_config_ids(options)
-                            .find(|(_, category)| *category == "model")
-                    })
-                    .map(|(id, _)| id.to_owned());
-                match model_option {
+                match session.select_option("model") {
                     Some(config_id) => {
                         call.kind = CallKind::SetConfigOption;
                         encode::set_config_option(
@@ -175,6 +173,34 @@ impl Core {
                         )
                     }
                 }
+            }
+            Request::ForkSession {
+                session_id,
+                cwd,
+                additional_directories,
+                mcp_servers,
+                system_prompt,
+            } => {
+                call.kind = CallKind::SessionFork;
+                let servers = servers_or_default(mcp_servers, &self.config);
+                encode::session_fork(
+                    id,
+                    session_id,
+                    cwd,
+                    additional_directories,
+                    &servers,
+                    system_prompt,
+                )
+            }
+            Request::SetTitle { session_id, title } => {
+                call.kind = CallKind::SetTitle;
+                call.session = Some(session_id.to_owned());
+                encode::session_call(id, "session/set_title", session_id, &[("title", title)])
+            }
+            Request::SessionStatus { session_id } => {
+                call.kind = CallKind::SessionStatus;
+                call.session = Some(session_id.to_owned());
+                encode::session_call(id, "session/status", session_id, &[])
             }
         };
         let bytes = self.checked(bytes, &format!("the {} request", call.kind.method()))?;
