@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._text import printable_line
 from ._types import (
     # The one list (re-exported): the library's rules and the CLI's options take the same kinds.
     TOOL_KINDS as TOOL_KINDS,
 )
+
+if TYPE_CHECKING:
+    from ._core import Update
 from ._types import (
     ClientActivity,
     ClientCapabilityConfig,
@@ -115,3 +118,16 @@ def shell_hint(line: str) -> str | None:
     if isinstance(text, str) and _NO_SHELL_MARK in text:
         return SHELL_HINT
     return None
+
+
+def notice_line(update: Update) -> str:
+    """``notice (warning): Billing — Your credits are low``: a ``notice`` update on one line,
+    the agent's text made printable and cut."""
+    body = update.json()
+    severity = body.get("severity")
+    level = f" ({printable_line(severity[:20])})" if isinstance(severity, str) and severity else ""
+    line = f"notice{level}: {printable_line(update.text[:300]) or '(untitled)'}"
+    description = body.get("description")
+    if isinstance(description, str) and description:
+        line += f" — {printable_line(description[:1000])}"
+    return line

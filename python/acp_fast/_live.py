@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 import acp_fast
-from acp_fast._host import activity_line, shell_hint
+from acp_fast._host import activity_line, notice_line, shell_hint
 from acp_fast._text import printable, printable_line
 
 #: The reply kept for display (the client keeps its own, within its limits): the final frame
@@ -176,6 +176,11 @@ class LiveView:
                     row[index] = printable_line(value[:40])
         elif kind == acp_fast.UpdateKind.CURRENT_MODE_UPDATE:
             self._mode = printable_line(update.text[:100])
+        elif kind == acp_fast.UpdateKind.NOTICE:
+            severity = update.json().get("severity")
+            style = "yellow" if severity in ("warning", "error") else "cyan"
+            self._activity.append((notice_line(update), style))
+            self._activity_count += 1
 
     def on_permission_commit(self, request: acp_fast.PermissionRequest) -> None:
         title = printable_line(request.title or request.tool_call_id or "(untitled)")

@@ -27,7 +27,14 @@ def write(path: Path) -> dict[str, Any]:
 
 def test_the_default_run_serves_nothing(tmp_path: Path) -> None:
     answers, stderr, initialize = run_cli(tmp_path, [write(tmp_path / "hello.txt")])
-    assert '"clientCapabilities":{}' in initialize
+    # Nothing of the host side is advertised; the CLI asks for notices and compactions,
+    # which it shows.
+    advertised = json.loads(initialize)["params"]["clientCapabilities"]
+    assert advertised == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+        "session": {"notices": {}, "compaction": {}},
+    }
     assert answers[0]["error"]["code"] == -32601
     assert not (tmp_path / "hello.txt").exists()
     assert "refused: capability not advertised: fs.writeTextFile" in stderr

@@ -275,20 +275,21 @@ def _literal(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
-def capabilities(
-    parser: Parser, args: argparse.Namespace
-) -> acp_fast.ClientCapabilityConfig | None:
+def capabilities(parser: Parser, args: argparse.Namespace) -> acp_fast.ClientCapabilityConfig:
     if args.terminal_shell is not None and not args.terminal:
         parser.fail("--terminal-shell needs --terminal")
-    if not (args.fs or args.terminal):
-        return None  # off by default: the agent is told the host serves nothing
     try:
+        # The host side is off by default (the agent is told the host serves nothing); the
+        # CLI shows notices and compactions, so it always asks for them (a notice then never
+        # lands in the reply text).
         return acp_fast.ClientCapabilityConfig(
             read_text_file=args.fs,
             write_text_file=args.fs,
             terminal=args.terminal,
             additional_directories=tuple(os.path.abspath(d) for d in args.add_dir),
             terminal_shell=args.terminal_shell,
+            notices=True,
+            compaction=True,
         )
     except ValueError as exc:
         parser.fail(f"--terminal-shell: {exc}")

@@ -10,7 +10,7 @@ import time
 from typing import Any, TextIO
 
 import acp_fast
-from acp_fast._host import activity_line, shell_hint
+from acp_fast._host import activity_line, notice_line, shell_hint
 from acp_fast._text import printable, printable_line
 
 #: Seconds of silence before the waiting line appears on a terminal.
@@ -206,6 +206,12 @@ class ConsoleObserver:
             self._say(f"tool: {printable_line(title)}{suffix}")
         elif kind == acp_fast.UpdateKind.CURRENT_MODE_UPDATE:
             self._say(f"mode: {printable_line(update.text)}")
+        elif kind == acp_fast.UpdateKind.NOTICE:
+            self._say(notice_line(update))
+        elif kind == acp_fast.UpdateKind.COMPACTION_UPDATE:
+            status = update.json().get("status")
+            shown = printable_line(status[:40]) if isinstance(status, str) else "?"
+            self._say(f"compaction: {shown}")
 
     def on_permission_commit(self, request: acp_fast.PermissionRequest) -> None:
         self._say(f"permission: {permission_line(request)}")
