@@ -8,6 +8,8 @@
 //!   it; tests implement it in Rust), and the errors a pump step ends with.
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
 //! - `call`: a call of the client, owned, and what it asks the connection for.
+//! - `inflight`: the asyncio driver's calls in flight, and which of them an answer or an error
+//!   settles.
 //! - `controls`: the flags and queues other threads reach a running call through.
 //! - `published`: the views a client publishes for its properties (read without the call lock).
 //! - `settings`: plain option values checked once (timeouts, the cancel grace, the host's
@@ -21,6 +23,7 @@ pub mod call;
 pub mod controls;
 pub mod edge;
 pub mod host;
+pub mod inflight;
 pub mod published;
 pub mod pump;
 pub mod settings;
