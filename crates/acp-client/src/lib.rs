@@ -6,6 +6,7 @@
 //!   `run_until` (blocking: `step` plus a waiting read).
 //! - `edge`: `trait Edge`, the callbacks the pump hands events to (the Python binding implements
 //!   it; tests implement it in Rust), and the errors a pump step ends with.
+//! - `blocking`: a blocking call's steps around `run_until`, and `start()`'s steps.
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
 //! - `call`: a call of the client, owned, and what it asks the connection for.
 //! - `inflight`: the asyncio driver's calls in flight, and which of them an answer or an error
@@ -19,6 +20,7 @@
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
 
 pub mod agent;
+pub mod blocking;
 pub mod call;
 pub mod controls;
 pub mod edge;
