@@ -150,6 +150,77 @@ fn a_deferred_permission_waits_and_its_decision_is_committed_then_answered() {
     assert!(matches!(stop, Stop::Done(done, Ok(_)) if done == call));
 }
 
+/// A prompt whose permission request waits on a deferred answer: the request.
+fn deferred(agented: &mut Agented, edge: &mut Recorder) -> acp_proto::AskId {
+    open(agented, edge);
+    prompt(&mut agented.pump, None);
+    agented.pump.write(edge, true).unwrap();
+    let stop = step_until(&mut agented.pump, edge, 100, |s| {
+        matches!(s, Stop::Deferred(..))
+    });
+    let Stop::Deferred(ask, _) = stop else {
+        panic!("deferred: {stop:?}");
+    };
+    ask
+}
+
+#[test]
+fn a_deferred_answer_is_settled_once() {
+    let turn = format!("say '{PERMISSION}'; read -r answer; say '{END_TURN}'");
+    let mut agented = start(&turn, |_| {});
+    let mut edge = Recorder {
+        defer: true,
+        commits: true,
+        ..Recorder::default()
+    };
+    let ask = deferred(&mut agented, &mut edge);
+    let settled = agented.pump.settle(&mut edge, ask, || Ok(None));
+    assert!(settled.is_ok());
+    assert!(!agented.pump.is_deferred(ask));
+    // Abstained: the policy decided, and the decision was committed.
+    assert_eq!(edge.events.len(), 2, "{:?}", edge.events);
+    // A second answer (the awaitable resolved twice, say) is not read, let alone decided.
+    let again = agented.pump.settle(&mut edge, ask, || panic!("read again"));
+    assert!(again.is_ok());
+    assert_eq!(edge.events.len(), 2);
+}
+
+#[test]
+fn a_deferred_answer_that_raised_stops_the_client_about_its_session() {
+    let turn = format!("say '{PERMISSION}'; read -r answer; say '{END_TURN}'");
+    let mut agented = start(&turn, |_| {});
+    let mut edge = Recorder {
+        defer: true,
+        ..Recorder::default()
+    };
+    let ask = deferred(&mut agented, &mut edge);
+    let settled = agented
+        .pump
+        .settle(&mut edge, ask, || Err("raised".to_owned()));
+    assert!(matches!(settled, Err(Error::Edge(ref e)) if e == "raised"));
+    assert_eq!(
+        agented.pump.conn.stopped(),
+        Some("stopped after on_permission raised raised")
+    );
+    assert_eq!(agented.pump.failed_session.as_deref(), Some("s"));
+    assert!(!agented.pump.is_deferred(ask));
+}
+
+#[test]
+fn a_deferred_answer_after_the_client_stopped_is_not_read() {
+    let turn = format!("say '{PERMISSION}'; read -r answer; say '{END_TURN}'");
+    let mut agented = start(&turn, |_| {});
+    let mut edge = Recorder {
+        defer: true,
+        ..Recorder::default()
+    };
+    let ask = deferred(&mut agented, &mut edge);
+    agented.pump.conn.stop("a callback raised".into());
+    let settled = agented.pump.settle(&mut edge, ask, || panic!("read"));
+    assert!(settled.is_ok());
+    assert_eq!(edge.events, ["ask \"edit\""]);
+}
+
 #[test]
 fn a_durable_edge_without_a_commit_stops_the_client_and_nothing_is_answered() {
     let turn = format!("say '{PERMISSION}'; read -r answer; say '{END_TURN}'");

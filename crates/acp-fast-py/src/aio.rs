@@ -326,21 +326,15 @@ impl CoreClient {
     ) -> Report {
         let mut guard = lock(&self.call);
         let mut pass = Pass::new(self, py, &mut guard);
-        let ask = AskId(token);
-        if pass.pump.is_deferred(ask) && pass.pump.conn.stopped().is_none() {
-            let answer = match error {
-                Some(error) => Err(PyErr::from_value(error)),
-                None => reply
-                    .map(|r| crate::policy::observer_answer(&r))
-                    .transpose(),
-            };
-            let decided = match answer {
-                Ok(reply) => pass.pump.decide(&mut pass.edge, ask, reply.flatten()),
-                Err(error) => Err(pass.pump.deferred_failed(&mut pass.edge, ask, error)),
-            };
-            if let Err(error) = decided {
-                pass.error(error);
-            }
+        let answer = || match error {
+            Some(error) => Err(PyErr::from_value(error)),
+            None => reply
+                .map(|r| crate::policy::observer_answer(&r))
+                .transpose()
+                .map(Option::flatten),
+        };
+        if let Err(error) = pass.pump.settle(&mut pass.edge, AskId(token), answer) {
+            pass.error(error);
         }
         pass.finish()
     }
