@@ -8,7 +8,8 @@
 //!   it; tests implement it in Rust), and the errors a pump step ends with.
 //! - `blocking`: a blocking call's steps around `run_until`, and `start()`'s steps.
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
-//! - `call`: a call of the client, owned, and what it asks the connection for.
+//! - `call`: a call of the client, owned: what it asks the connection for, its value, and what
+//!   a failure to connect means.
 //! - `inflight`: the asyncio driver's calls in flight, and which of them an answer or an error
 //!   settles.
 //! - `controls`: the flags and queues other threads reach a running call through.
