@@ -281,10 +281,41 @@ impl Call {
     }
 }
 
-/// A `ConnectError`'s message (design §6) from its detail's: an agent that exited before it
-/// read `initialize` fails as its output ending does; -32000 (authentication required, with
-/// the methods the agent offers) says how to go on.
-pub fn connect_message(detail: &str, exited: bool, auth_methods: Option<&[&str]>) -> String {
+/// A failed `start()` step that fails to connect (design §6): the `ConnectError`'s message, and
+/// why the client stops (`None`: it stays usable, or it stopped already).
+#[derive(Debug, PartialEq)]
+pub struct ConnectFailure {
+    pub message: String,
+    pub stop: Option<String>,
+}
+
+/// JSON-RPC error code of an agent that requires authentication before a session.
+const AUTH_REQUIRED: i64 = -32000;
+
+/// What a failure to connect means, from its detail's text (`shown`), whether the agent exited
+/// (it then fails as its output ending does) and the agent's error code: -32000
+/// (authentication required) leaves the client usable and its message lists the methods
+/// `initialize` offered; anything else stops the client.
+pub fn connect_failure(
+    conn: &Connection,
+    shown: &str,
+    exited: bool,
+    code: Option<i64>,
+) -> ConnectFailure {
+    let auth_required = code == Some(AUTH_REQUIRED);
+    let methods: Option<Vec<&str>> = auth_required.then(|| {
+        let info = conn.initialize();
+        info.map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
+            .unwrap_or_default()
+    });
+    let message = connect_message(shown, exited, methods.as_deref());
+    let stop = (!auth_required && conn.stopped().is_none()).then(|| {
+        format!("start() failed ({shown}); only close() is accepted (and request_cancel())")
+    });
+    ConnectFailure { message, stop }
+}
+
+fn connect_message(detail: &str, exited: bool, auth_methods: Option<&[&str]>) -> String {
     if exited {
         return format!("the agent exited during start(): {detail}");
     }

@@ -6,8 +6,12 @@
 //!   `run_until` (blocking: `step` plus a waiting read).
 //! - `edge`: `trait Edge`, the callbacks the pump hands events to (the Python binding implements
 //!   it; tests implement it in Rust), and the errors a pump step ends with.
+//! - `blocking`: a blocking call's steps around `run_until`, and `start()`'s steps.
 //! - `agent`: why an agent's output ended; the grace its group gets at close.
-//! - `call`: a call of the client, owned, and what it asks the connection for.
+//! - `call`: a call of the client, owned: what it asks the connection for, its value, and what
+//!   a failure to connect means.
+//! - `inflight`: the asyncio driver's calls in flight, and which of them an answer or an error
+//!   settles.
 //! - `controls`: the flags and queues other threads reach a running call through.
 //! - `published`: the views a client publishes for its properties (read without the call lock).
 //! - `settings`: plain option values checked once (timeouts, the cancel grace, the host's
@@ -18,11 +22,13 @@
 //! No Python here: `cargo test -p acp-client` runs the loop's rules against a Rust `Edge`.
 
 pub mod agent;
+pub mod blocking;
 pub mod call;
 pub mod controls;
 pub mod edge;
 pub mod elicited;
 pub mod host;
+pub mod inflight;
 pub mod published;
 pub mod pump;
 pub mod settings;

@@ -386,17 +386,27 @@ impl Pump {
         Ok(())
     }
 
-    /// A deferred request's answer failed (it raised, or gave something that is not an
-    /// answer): the client stops as after a failing callback.
-    pub fn deferred_failed<E: Edge>(
+    /// What a deferred request waited on gave its answer (`answer` reads it: a reply, `None`
+    /// to abstain, or the error it raised): decided as by `decide`; an error (it raised, or
+    /// gave something that is not an answer) stops the client as a failing callback does.
+    /// Nothing happens once the request no longer waits (settled, or the client stopped).
+    pub fn settle<E: Edge>(
         &mut self,
         edge: &mut E,
         ask: AskId,
-        error: E::Error,
-    ) -> Error<E::Error> {
-        self.failed_session = self.conn.ask_session(ask).map(str::to_owned);
-        self.deferred.retain(|(a, _)| *a != ask);
-        self.fail(edge, Fail::Callback("on_permission", error))
+        answer: impl FnOnce() -> Result<Option<ObserverAnswer>, E::Error>,
+    ) -> Result<(), Error<E::Error>> {
+        if !self.is_deferred(ask) || self.conn.stopped().is_some() {
+            return Ok(());
+        }
+        match answer() {
+            Ok(reply) => self.decide(edge, ask, reply),
+            Err(error) => {
+                self.failed_session = self.conn.ask_session(ask).map(str::to_owned);
+                self.deferred.retain(|(a, _)| *a != ask);
+                Err(self.fail(edge, Fail::Callback("on_permission", error)))
+            }
+        }
     }
 
     /// Whether `ask` waits on a deferred answer.

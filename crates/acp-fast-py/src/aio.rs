@@ -12,7 +12,9 @@ use std::sync::atomic::Ordering;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+use acp_client::call::Call;
 use acp_client::controls::lock;
+use acp_client::inflight::{Failure, InFlight, Settled};
 use acp_client::{Error, Pump, Reads, Stop};
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
@@ -23,7 +25,7 @@ use crate::edge::PyEdge;
 use crate::errors::CallError;
 use crate::prepared::Prepared;
 use crate::reply::{Replies, ReplyBuilder};
-use crate::state::{InFlight, Locked};
+use crate::state::{Aio, Locked};
 
 type Done = (i64, bool, Py<PyAny>);
 
@@ -54,17 +56,13 @@ pub struct Report {
     timeout: Option<f64>,
 }
 
-fn exception(py: Python<'_>, error: PyErr) -> Py<PyAny> {
-    error.into_value(py).into_any()
-}
-
 /// One pass over the locked state: the pump, its edge and the calls in flight.
 struct Pass<'c, 'py, 'a> {
     client: &'c CoreClient,
     py: Python<'py>,
     pump: &'a mut Pump,
     edge: PyEdge<'py, 'a>,
-    aio: Option<&'a mut InFlight>,
+    aio: Option<&'a mut Aio>,
     report: Report,
 }
 
@@ -93,144 +91,85 @@ where
         self.edge.replies()
     }
 
-    /// Completes a call with its outcome (or starts `start()`'s next step).
+    /// Completes a call with its outcome (unless it was `start()`'s step that has a next).
     fn complete(&mut self, call: CallId, outcome: Result<Outcome, AcpError>) {
-        let py = self.py;
-        let Some(prepared) = self.aio.as_mut().and_then(|aio| aio.pending.remove(&call)) else {
+        let conn = &mut self.pump.conn;
+        let Some(settled) = self
+            .aio
+            .as_mut()
+            .and_then(|aio| aio.calls.complete(conn, call, outcome))
+        else {
             return;
         };
-        let reported = prepared.reported(call);
-        let outcome = match prepared.next_step(reported, &outcome) {
-            None => outcome,
-            Some(next) => match next.start(&mut self.pump.conn) {
-                Ok(Some(id)) => {
-                    if let Some(aio) = self.aio.as_mut() {
-                        aio.pending.insert(id, Prepared(next));
-                    }
-                    return;
-                }
-                Ok(None) => Err(AcpError::protocol("start() ended without an answer")),
-                Err(error) => Err(error),
-            },
-        };
-        if prepared.handshake() {
-            self.pump.conn.set_start_deadline(None);
-        }
-        let reply = prepared
+        let Settled {
+            reported,
+            call,
+            result,
+        } = settled;
+        let reply = call
             .turn_session()
             .and_then(|s| self.replies().remove(s))
             .unwrap_or_default();
-        let entry = match prepared.value(py, reply, outcome.map(Some)) {
+        let call = Prepared(call);
+        let entry = match call.value(self.py, reply, result.map(Some)) {
             Ok(value) => (reported.0, true, value),
-            Err(error) => {
-                let error = self.exception(&prepared, error);
-                (reported.0, false, exception(py, error))
-            }
+            Err(error) => (reported.0, false, self.exception(&call, error)),
         };
         self.report.done.push(entry);
     }
 
     /// A call's failure as its caller sees it: `start()`'s steps fail to connect.
-    fn exception(&mut self, prepared: &Prepared, error: CallError) -> PyErr {
-        if prepared.handshake() {
+    fn exception(&mut self, call: &Call, error: CallError) -> Py<PyAny> {
+        let error = if call.handshake() {
             self.client
                 .connect_error(self.py, &mut self.pump.conn, error)
         } else {
             self.client.call_error(self.py, error)
-        }
+        };
+        error.into_value(self.py).into_any()
     }
 
-    /// Fails one call (abandoned: a late answer is dropped).
-    fn fail_call(&mut self, call: CallId, error: CallError) {
-        self.pump.conn.abandon(call);
-        let Some(prepared) = self.aio.as_mut().and_then(|aio| aio.pending.remove(&call)) else {
-            return;
-        };
-        if let Some(session) = prepared.turn_session() {
+    /// Reports a call an error failed.
+    fn failed(&mut self, failed: Settled<Failure<PyErr>>) {
+        let Settled {
+            reported,
+            call,
+            result,
+        } = failed;
+        if let Some(session) = call.turn_session() {
             self.replies().remove(session);
         }
-        if prepared.handshake() {
-            self.pump.conn.set_start_deadline(None);
-        }
-        let error = self.exception(&prepared, error);
-        let reported = prepared.reported(call);
-        self.report
-            .done
-            .push((reported.0, false, exception(self.py, error)));
-    }
-
-    fn forget(&mut self, call: CallId) {
-        if let Some(prepared) = self.aio.as_mut().and_then(|aio| aio.pending.remove(&call)) {
-            if let Some(session) = prepared.turn_session() {
-                self.replies().remove(session);
-            }
-        }
-    }
-
-    fn pending(&self) -> Vec<CallId> {
-        self.aio
-            .as_ref()
-            .map(|a| a.pending.keys().copied().collect())
-            .unwrap_or_default()
-    }
-
-    /// An error while handling: when it stopped the client, the call about the failing
-    /// message's session (else the oldest) raises it and every other call raises "the client
-    /// stopped"; otherwise (a bad line, the output ending) the oldest call raises it. With no
-    /// call waiting, the next call raises it. `close()` or `request_cancel()` from another
-    /// thread fails every call. Whether the pass should end.
-    fn error(&mut self, error: Error<PyErr>) -> bool {
-        let py = self.py;
-        if let Error::Halted(halted) = error {
-            let message = halted.description().to_owned();
-            for call in self.pending() {
-                self.fail_call(call, AcpError::protocol(&message).into());
-            }
-            self.report.ended = true;
-            return true;
-        }
-        let error = CallError::from(error);
-        let pending = self.pending();
-        let oldest = pending.first().copied();
-        let Some(reason) = self.pump.conn.stopped().map(str::to_owned) else {
-            match oldest {
-                Some(call) => {
-                    self.fail_call(call, error);
-                    return self.pump.conn.output_ended() && self.pending().is_empty();
-                }
-                None => {
-                    let error = self.client.call_error(py, error);
-                    if let Some(aio) = self.aio.as_mut() {
-                        aio.next_error = Some(error);
-                    }
-                    return true;
-                }
+        let error = match result {
+            Failure::Error(error) => CallError::from(error),
+            Failure::Stopped(reason) => {
+                CallError::Python(self.client.stopped_error(self.py, &reason))
             }
         };
-        self.report.stopped = true;
-        let target = self.aio.as_ref().and_then(|aio| {
-            let waiting = aio.pending.iter().map(|(id, p)| (*id, p.session()));
-            acp_proto::calls::stop_reaches(waiting, self.pump.failed_session.as_deref())
-        });
-        let deferred = self.pump.take_deferred();
-        self.report
-            .cancelled
-            .extend(deferred.iter().map(|ask| ask.0));
-        let mut error = Some(error);
-        for call in pending {
-            let raised = match error.take_if(|_| Some(call) == target) {
-                Some(error) => error,
-                None => CallError::Python(self.client.stopped_error(py, &reason)),
-            };
-            self.fail_call(call, raised);
+        let error = self.exception(&call, error);
+        self.report.done.push((reported.0, false, error));
+    }
+
+    /// An error while handling: the calls it fails (`InFlight::route` says which, with what)
+    /// are reported; with no call to take it, the next call raises it. Whether the pass should
+    /// end.
+    fn error(&mut self, error: Error<PyErr>) -> bool {
+        let mut idle = InFlight::default(); // not attached: no call waits
+        let calls = self.aio.as_mut().map_or(&mut idle, |aio| &mut aio.calls);
+        let routed = calls.route(self.pump, error);
+        self.report.ended |= routed.ended;
+        self.report.stopped |= routed.stopped;
+        let cancelled = routed.cancelled.iter().map(|ask| ask.0);
+        self.report.cancelled.extend(cancelled);
+        for failed in routed.failed {
+            self.failed(failed);
         }
-        if let Some(error) = error {
-            let error = self.client.call_error(py, error);
+        if let Some(error) = routed.next {
+            let error = self.client.call_error(self.py, error.into());
             if let Some(aio) = self.aio.as_mut() {
                 aio.next_error = Some(error);
             }
         }
-        true
+        routed.end_step
     }
 
     /// Steps the pump with `budget` events, completing calls as they finish.
@@ -299,17 +238,16 @@ impl CoreClient {
         if let Some(error) = aio.next_error.take() {
             return Err(error);
         }
-        pump.set_now();
-        let started = call
-            .start(&mut pump.conn)
+        let started = aio
+            .calls
+            .begin(pump, call.0)
             .map_err(|e| self.call_error(py, e.into()))?;
-        let Some(id) = started else {
+        let Some((id, call)) = started else {
             return Ok(-1); // finished at once
         };
         if let Some(session) = call.turn_session() {
             replies.insert(session.to_owned(), ReplyBuilder::default());
         }
-        aio.pending.insert(id, call);
         Ok(id.0)
     }
 }
@@ -329,7 +267,7 @@ impl CoreClient {
         controls.asynchronous.store(true, Ordering::SeqCst);
         let exit_fd = acp_os::io::pidfd(self.pid).ok();
         let exit = exit_fd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-        locked.aio.get_or_insert_with(InFlight::default).exit_fd = exit_fd;
+        locked.aio.get_or_insert_with(Aio::default).exit_fd = exit_fd;
         Ok((stdout, stdin.unwrap_or(-1), waker, exit))
     }
 
@@ -399,20 +337,15 @@ impl CoreClient {
             }
             return pass.finish();
         }
-        if pass.pump.is_deferred(ask) && pass.pump.conn.stopped().is_none() {
-            let answer = match error {
-                Some(error) => Err(PyErr::from_value(error)),
-                None => reply
-                    .map(|r| crate::policy::observer_answer(&r))
-                    .transpose(),
-            };
-            let decided = match answer {
-                Ok(reply) => pass.pump.decide(&mut pass.edge, ask, reply.flatten()),
-                Err(error) => Err(pass.pump.deferred_failed(&mut pass.edge, ask, error)),
-            };
-            if let Err(error) = decided {
-                pass.error(error);
-            }
+        let answer = || match error {
+            Some(error) => Err(PyErr::from_value(error)),
+            None => reply
+                .map(|r| crate::policy::observer_answer(&r))
+                .transpose()
+                .map(Option::flatten),
+        };
+        if let Err(error) = pass.pump.settle(&mut pass.edge, ask, answer) {
+            pass.error(error);
         }
         pass.finish()
     }
@@ -422,9 +355,14 @@ impl CoreClient {
     fn aio_abandon(&self, py: Python<'_>, call: i64) -> Report {
         let mut guard = lock(&self.call);
         let mut pass = Pass::new(self, py, &mut guard);
-        let call = CallId(call);
-        pass.pump.conn.cancel_request(call);
-        pass.forget(call);
+        let conn = &mut pass.pump.conn;
+        let abandoned = pass
+            .aio
+            .as_mut()
+            .and_then(|aio| aio.calls.abandon(conn, CallId(call)));
+        if let Some(session) = abandoned.as_ref().and_then(|call| call.turn_session()) {
+            pass.replies().remove(session);
+        }
         pass.finish()
     }
 

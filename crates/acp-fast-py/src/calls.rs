@@ -3,15 +3,14 @@
 //! the policy, a session's roots.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use pyo3::prelude::*;
 
-use acp_client::controls::lock;
+use acp_client::blocking::{start_steps, Outcomes};
 use acp_proto::calls::CallId;
 use acp_proto::error::AcpError;
-use acp_proto::{Connection, Outcome};
+use acp_proto::Connection;
 
 use crate::client::CoreClient;
 use crate::errors::CallError;
@@ -20,12 +19,9 @@ use crate::prepared::Prepared;
 use crate::reply::ReplyBuilder;
 use crate::state::Locked;
 
-/// A call's own outcome, or its own failure (a turn's timeout is a status, not an error).
-type Outcomes = Result<Option<Outcome>, AcpError>;
-
 impl CoreClient {
-    /// Runs one call: `start` queues it on the connection, then the pump drives it to its end;
-    /// `finish` makes its value of the outcome, the updates delivered and the reply of `turn`.
+    /// Runs one call (`Pump::run_call`): `start` queues it on the connection; `finish` makes
+    /// its value of the outcome, the updates delivered and the reply of `turn`.
     fn run<T>(
         &self,
         py: Python<'_>,
@@ -55,43 +51,27 @@ impl CoreClient {
             ..
         } = &mut *guard;
         self.drain_stderr_in_thread();
-        let controls = Arc::clone(&self.shared.controls);
-        // A cancel() queued while no turn ran has nothing to cancel.
-        controls.clear_cancels();
-        let result = (|| -> Result<T, CallError> {
-            let mut edge = self.edge(py, callbacks, replies);
-            // What the agent sent since the last call (updates after a response) is handled
-            // first, so it is not taken for part of this call (a new turn's reply, say).
-            pump.run_until(&mut edge, None, Some(Instant::now()))?;
-            pump.set_now();
-            let call = start(&mut pump.conn)?;
-            if let Some(session) = turn {
-                edge.replies()
-                    .insert(session.to_owned(), ReplyBuilder::default());
-            }
-            // The call's own failure (a turn's timeout is its "timeout" status) goes to `finish`.
-            let outcome = match pump.run_until(&mut edge, call, until) {
-                Ok(outcome) => Ok(outcome),
-                Err(acp_client::Error::Acp(error)) => Err(error),
-                Err(other) => return Err(other.into()),
-            };
-            let delivered = edge.delivered;
-            let reply = turn
-                .and_then(|s| edge.replies().remove(s))
-                .unwrap_or_default();
-            finish(outcome, delivered, reply)
-        })();
+        let mut edge = self.edge(py, callbacks, replies);
+        let result = pump.run_call(
+            &mut edge,
+            until,
+            start,
+            |edge| {
+                if let Some(session) = turn {
+                    let reply = ReplyBuilder::default();
+                    edge.replies().insert(session.to_owned(), reply);
+                }
+            },
+            |edge, outcome| {
+                let reply = turn.and_then(|s| edge.replies().remove(s));
+                finish(outcome, edge.delivered, reply.unwrap_or_default())
+            },
+        );
         if let Some(session) = turn {
-            replies.remove(session);
+            edge.replies().remove(session);
         }
         self.publish(&pump.conn);
-        // A cancel() that arrived as the call ended targeted a turn that is over.
-        controls.clear_cancels();
-        if controls.is_closed() {
-            pump.pipes = None;
-            *lock(&controls.waker) = None;
-        }
-        result
+        result?
     }
 
     /// Runs a prepared call to its end on the blocking driver.
@@ -112,27 +92,10 @@ impl CoreClient {
         py: Python<'_>,
         first: Prepared,
     ) -> PyResult<Option<String>> {
-        let result = (|| -> Result<Option<String>, CallError> {
-            let mut call = first;
-            loop {
-                let outcome = self.run_raw(
-                    py,
-                    None,
-                    None,
-                    |conn| call.start(conn),
-                    |outcome, _, _| Ok(outcome?),
-                )?;
-                let outcome =
-                    outcome.ok_or_else(|| AcpError::protocol("start() ended without an answer"))?;
-                if let Outcome::SessionOpened(id) = outcome {
-                    return Ok(Some(id));
-                }
-                match call.next_step(CallId(0), &Ok(outcome)) {
-                    Some(next) => call = Prepared(next),
-                    None => return Ok(None),
-                }
-            }
-        })();
+        let result = start_steps(first.0, |call| {
+            let start = |conn: &mut Connection| call.start(conn);
+            self.run_raw(py, None, None, start, |outcome, _, _| Ok(outcome?))
+        });
         // Another thread's call holds the lock only when this one never started (a usage
         // error): then there is no handshake to end.
         let Some(mut locked) = self.try_locked() else {

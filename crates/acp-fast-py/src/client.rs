@@ -10,6 +10,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
+use acp_client::call::connect_failure;
 use acp_client::controls::lock;
 use acp_client::host::{Host, KillSwitch};
 use acp_client::{Controls, Pump};
@@ -150,13 +151,13 @@ impl CoreClient {
         if !connects {
             return detail;
         }
-        match self.connect_failure(py, conn, &detail, exited) {
+        match self.connect_exception(py, conn, &detail, exited) {
             Ok(failure) => failure,
             Err(error) => error,
         }
     }
 
-    fn connect_failure(
+    fn connect_exception(
         &self,
         py: Python<'_>,
         conn: &mut Connection,
@@ -171,29 +172,20 @@ impl CoreClient {
                 .unwrap_or_else(|_| py.None().into_bound(py))
         };
         let (code, message, data) = (field("code"), field("message"), field("data"));
-        let auth_required = code.extract::<i64>().ok() == Some(-32000);
-        let methods: Option<Vec<&str>> = auth_required.then(|| {
-            let info = conn.initialize();
-            info.map(|i| i.auth_methods.iter().map(|m| m.id.as_str()).collect())
-                .unwrap_or_default()
-        });
-        let text = acp_client::call::connect_message(&shown, exited, methods.as_deref());
+        let failure = connect_failure(conn, &shown, exited, code.extract::<i64>().ok());
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("agent_id", &conn.config().agent_id)?;
         kwargs.set_item("code", code)?;
         kwargs.set_item("message", message)?;
         kwargs.set_item("data", data)?;
         let class = crate::errors::errors_module(py)?.getattr("ConnectError")?;
-        let failure = PyErr::from_value(class.call((text,), Some(&kwargs))?);
-        failure.set_cause(py, Some(detail.clone_ref(py)));
-        if !auth_required && conn.stopped().is_none() {
-            // Only "authentication required" leaves a usable client (design §6).
-            conn.stop(format!(
-                "start() failed ({shown}); only close() is accepted (and request_cancel())"
-            ));
-            *lock(&self.shared.stop_cause) = Some(failure.value(py).clone().into_any().unbind());
+        let error = PyErr::from_value(class.call((failure.message,), Some(&kwargs))?);
+        error.set_cause(py, Some(detail.clone_ref(py)));
+        if let Some(reason) = failure.stop {
+            conn.stop(reason);
+            *lock(&self.shared.stop_cause) = Some(error.value(py).clone().into_any().unbind());
         }
-        Ok(failure)
+        Ok(error)
     }
 
     /// The call lock if no call holds it.

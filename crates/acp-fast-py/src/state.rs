@@ -3,18 +3,16 @@
 //! share with a running call (`Shared`); the views published for properties are
 //! `acp_client::published`.
 
-use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
+use acp_client::inflight::InFlight;
 pub(crate) use acp_client::published::{Published, Views};
 use acp_client::{Controls, Pump};
-use acp_proto::calls::CallId;
 
 use crate::journal::Hook;
-use crate::prepared::Prepared;
 use crate::reply::Replies;
 
 /// The observer's callbacks (each optional).
@@ -61,9 +59,8 @@ impl Callbacks {
 
 /// The asyncio driver's calls in flight and what it watches.
 #[derive(Default)]
-pub(crate) struct InFlight {
-    /// Calls in flight by id (ids grow, so the first is the oldest).
-    pub pending: BTreeMap<CallId, Prepared>,
+pub(crate) struct Aio {
+    pub calls: InFlight,
     /// An error no call was waiting for: the next call raises it.
     pub next_error: Option<PyErr>,
     /// Readable once the agent exits (pidfd).
@@ -77,7 +74,7 @@ pub(crate) struct Locked {
     /// The reply of each session's running turn, built as its chunks are admitted.
     pub replies: Replies,
     /// `Some` once an event loop drives the client (`aio_attach`).
-    pub aio: Option<InFlight>,
+    pub aio: Option<Aio>,
 }
 
 /// What other threads share with the running call.

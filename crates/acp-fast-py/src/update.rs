@@ -181,28 +181,8 @@ impl Update {
     }
 
     #[classattr]
-    fn __match_args__() -> (
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-    ) {
-        (
-            "kind",
-            "session_update",
-            "transport_epoch",
-            "update_sequence",
-            "session_id",
-            "envelope",
-            "text",
-            "message_id",
-            "tool_call_id",
-        )
+    fn __match_args__(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+        PyTuple::new(py, UPDATE_FIELDS)
     }
 }
 
