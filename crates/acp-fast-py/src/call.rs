@@ -8,13 +8,25 @@ use std::sync::Mutex;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBool, PyList};
 use pyo3::IntoPyObjectExt;
 
 use acp_client::controls::lock;
 
+use acp_proto::encode::{McpServer, SystemPrompt};
+
 use crate::client::CoreClient;
+use crate::options;
 use crate::prepared::{Owned, Prepared as Call};
+
+/// The facade's `(mode, text)` as the core's system prompt.
+fn prompt((mode, text): (String, String)) -> SystemPrompt {
+    SystemPrompt { mode, text }
+}
+
+fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
+    list.map(|s| options::mcp_servers(&s)).transpose()
+}
 
 /// A call of a `CoreClient`, read once; `run()` or `begin()` it once.
 #[pyclass(module = "acp_fast._core", name = "Prepared", frozen)]
@@ -86,8 +98,13 @@ impl CoreClient {
         additional_directories: Vec<String>,
         system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::new_session(cwd, mcp_servers, additional_directories, system_prompt)?;
-        Ok(Prepared::new(slf, call))
+        let call = Owned::NewSession {
+            cwd,
+            directories: additional_directories,
+            servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
+        };
+        Ok(Prepared::new(slf, Call(call)))
     }
 
     #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume, system_prompt=None))]
@@ -100,15 +117,15 @@ impl CoreClient {
         resume: bool,
         system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::load_session(
+        let call = Owned::LoadSession {
             session_id,
             cwd,
-            mcp_servers,
-            additional_directories,
+            directories: additional_directories,
+            servers: servers(mcp_servers)?,
             resume,
-            system_prompt,
-        )?;
-        Ok(Prepared::new(slf, call))
+            system_prompt: system_prompt.map(prompt),
+        };
+        Ok(Prepared::new(slf, Call(call)))
     }
 
     /// Unstable `session/fork` of `session_id`: the new session's id.
@@ -121,14 +138,14 @@ impl CoreClient {
         additional_directories: Vec<String>,
         system_prompt: Option<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::fork_session(
+        let call = Owned::ForkSession {
             session_id,
             cwd,
-            mcp_servers,
-            additional_directories,
-            system_prompt,
-        )?;
-        Ok(Prepared::new(slf, call))
+            directories: additional_directories,
+            servers: servers(mcp_servers)?,
+            system_prompt: system_prompt.map(prompt),
+        };
+        Ok(Prepared::new(slf, Call(call)))
     }
 
     /// Unstable `session/set_title`: the result's JSON text.
@@ -174,8 +191,22 @@ impl CoreClient {
         config_id: String,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Prepared> {
-        let call = Call::set_config_option(session_id, config_id, value)?;
-        Ok(Prepared::new(slf, call))
+        let (text, flag) = if value.is_instance_of::<PyBool>() {
+            (String::new(), Some(value.extract::<bool>()?))
+        } else if let Ok(text) = value.extract::<String>() {
+            (text, None)
+        } else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "a config option's value is a str (select) or a bool (boolean)",
+            ));
+        };
+        let call = Owned::SetConfigOption {
+            session_id,
+            config_id,
+            text,
+            flag,
+        };
+        Ok(Prepared::new(slf, Call(call)))
     }
 
     /// Closes a session (writing `session/close` only when the agent advertises it).
@@ -193,7 +224,15 @@ impl CoreClient {
         gated: bool,
         meta: Vec<(String, String)>,
     ) -> PyResult<Prepared> {
-        let call = Call::prompt(slf.py(), session_id, blocks, timeout, gated, meta)?;
-        Ok(Prepared::new(slf, call))
+        let timeout_ms =
+            options::deadline(timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
+        let call = Owned::Prompt {
+            session_id,
+            content: options::content(blocks)?,
+            timeout_ms,
+            gated,
+            meta,
+        };
+        Ok(Prepared::new(slf, Call(call)))
     }
 }

@@ -3,16 +3,14 @@
 //! turn the outcome into the same Python value here.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString};
+use pyo3::types::PyString;
 use pyo3::IntoPyObjectExt;
 
-use acp_proto::encode::{McpServer, SystemPrompt};
 use acp_proto::error::AcpError;
 use acp_proto::session::TurnOutcome;
 use acp_proto::Outcome;
 
 use crate::errors::CallError;
-use crate::options;
 use crate::reply::ReplyBuilder;
 
 pub(crate) use acp_client::call::Call as Owned;
@@ -29,108 +27,7 @@ impl std::ops::Deref for Prepared {
     }
 }
 
-/// The facade's `(mode, text)` as the core's system prompt.
-fn prompt((mode, text): (String, String)) -> SystemPrompt {
-    SystemPrompt { mode, text }
-}
-
-fn servers(list: Option<Bound<'_, PyAny>>) -> PyResult<Option<Vec<McpServer>>> {
-    list.map(|s| options::mcp_servers(&s)).transpose()
-}
-
 impl Prepared {
-    pub fn new_session(
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        directories: Vec<String>,
-        system_prompt: Option<(String, String)>,
-    ) -> PyResult<Prepared> {
-        Ok(Prepared(Owned::NewSession {
-            cwd,
-            directories,
-            servers: servers(mcp_servers)?,
-            system_prompt: system_prompt.map(prompt),
-        }))
-    }
-
-    pub fn load_session(
-        session_id: String,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        directories: Vec<String>,
-        resume: bool,
-        system_prompt: Option<(String, String)>,
-    ) -> PyResult<Prepared> {
-        Ok(Prepared(Owned::LoadSession {
-            session_id,
-            cwd,
-            directories,
-            servers: servers(mcp_servers)?,
-            resume,
-            system_prompt: system_prompt.map(prompt),
-        }))
-    }
-
-    /// Unstable `session/fork` of `session_id`.
-    pub fn fork_session(
-        session_id: String,
-        cwd: String,
-        mcp_servers: Option<Bound<'_, PyAny>>,
-        directories: Vec<String>,
-        system_prompt: Option<(String, String)>,
-    ) -> PyResult<Prepared> {
-        Ok(Prepared(Owned::ForkSession {
-            session_id,
-            cwd,
-            directories,
-            servers: servers(mcp_servers)?,
-            system_prompt: system_prompt.map(prompt),
-        }))
-    }
-
-    pub fn set_config_option(
-        session_id: String,
-        config_id: String,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<Prepared> {
-        let (text, flag) = if value.is_instance_of::<PyBool>() {
-            (String::new(), Some(value.extract::<bool>()?))
-        } else if let Ok(text) = value.extract::<String>() {
-            (text, None)
-        } else {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "a config option's value is a str (select) or a bool (boolean)",
-            ));
-        };
-        Ok(Prepared(Owned::SetConfigOption {
-            session_id,
-            config_id,
-            text,
-            flag,
-        }))
-    }
-
-    pub fn prompt(
-        py: Python<'_>,
-        session_id: String,
-        blocks: &Bound<'_, PyList>,
-        timeout: Option<f64>,
-        gated: bool,
-        meta: Vec<(String, String)>,
-    ) -> PyResult<Prepared> {
-        let content = options::content(blocks)?;
-        let _ = py;
-        let timeout_ms =
-            options::deadline(timeout, "timeout")?.map(|d| d.as_millis().max(1) as u64);
-        Ok(Prepared(Owned::Prompt {
-            session_id,
-            content,
-            timeout_ms,
-            gated,
-            meta,
-        }))
-    }
-
     /// The call's Python value: `None`, a session id, the listed sessions' JSON texts, the
     /// config options' JSON text, or a prompt's `("ok" | "late", turn tuple)` or
     /// `("timeout", None)` (given up after its timeout and grace: a status, not an error).
