@@ -246,6 +246,7 @@ class _ClientBase(Generic[_S]):
                 elicitation_preview=_elicitation.preview(
                     getattr(observer, "on_elicitation", None) if has else None,
                     self._asynchronous,
+                    _policy_declines(weakref.ref(self)),
                 ),
             )
         )
@@ -498,6 +499,17 @@ class _ClientBase(Generic[_S]):
             return f"<acp_fast.{name} (not constructed)>"
         state = "closed" if core.closed else f"pid={core.pid}"
         return f"<acp_fast.{name} {state} session_id={self.session_id!r}>"
+
+
+def _policy_declines(ref: weakref.ref[Any]) -> Any:
+    """The client's current `decline_elicitations` (it may be given a new policy), through a
+    weak reference: the core holds this, and must not keep the client alive."""
+
+    def declines() -> tuple[Any, ...]:
+        client = ref()
+        return () if client is None else tuple(client._policy.decline_elicitations)
+
+    return declines
 
 
 class Client(_ClientBase[Session]):

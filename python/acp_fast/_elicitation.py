@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from ._policy import ElicitationRule
 from ._text import printable_line
 
 Action = Literal["accept", "decline", "cancel"]
@@ -268,11 +269,15 @@ def request_of(row: tuple[Any, ...]) -> ElicitationRequest:
 
 
 def preview(
-    on_elicitation: Callable[[ElicitationRequest], Any] | None, deferrable: bool
+    on_elicitation: Callable[[ElicitationRequest], Any] | None,
+    deferrable: bool,
+    declines: Callable[[], Sequence[ElicitationRule]] = tuple,
 ) -> Callable[[tuple[Any, ...]], Any] | None:
     """What the core calls with each elicitation's fields: ``on_elicitation``'s answer as a
     `CoreAnswer`; with ``deferrable`` (`AsyncClient`) an awaitable answer is wrapped so that it
-    resolves to one (checked as a plain answer is). None without ``on_elicitation``."""
+    resolves to one (checked as a plain answer is). An elicitation one of ``declines()`` (the
+    policy's `decline_elicitations`, read at each request) matches is declined without asking.
+    None without ``on_elicitation``."""
     if on_elicitation is None:
         return None
     asked = on_elicitation
@@ -281,6 +286,8 @@ def preview(
 
     def ask(row: tuple[Any, ...]) -> Any:
         request = request_of(row)
+        if any(rule.matches(request.mode, request.message, request.url) for rule in declines()):
+            return core_answer(request, ElicitationReply("decline"))
         reply = asked(request)
         if deferrable and inspect.isawaitable(reply):
             return _settled(request, reply)

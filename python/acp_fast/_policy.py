@@ -99,6 +99,65 @@ class PermissionRule:
                     )
 
 
+#: How much of an elicitation's message or URL a pattern searches (as titles are cut).
+RULE_TEXT_CHARS = 16 * 1024
+
+
+@dataclass(frozen=True)
+class ElicitationRule:
+    """A rule of `PermissionPolicy.decline_elicitations`: an elicitation it matches is
+    declined by the policy, without asking the observer's ``on_elicitation``.
+
+    A rule matches when every field it sets matches; ``ElicitationRule()`` matches every
+    elicitation.
+
+    Args:
+        mode: "form" or "url" (another value the protocol may add matches only itself).
+            None: any mode.
+        message: As a `str`, a case-insensitive substring of the request's message; as a
+            compiled `re.Pattern`, it must ``.search()`` the message's first 16 KiB. None: any
+            message.
+        url: As ``message``, for a url-mode request's URL (a form never matches a rule that
+            sets ``url``). None: any URL.
+
+    Raises:
+        TypeError: a field is not a str, a str pattern or None.
+    """
+
+    mode: str | None = None
+    message: str | re.Pattern[str] | None = None
+    url: str | re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and not isinstance(self.mode, str):
+            raise TypeError(f"ElicitationRule.mode must be a str or None (got {self.mode!r})")
+        for field_name in ("message", "url"):
+            value = getattr(self, field_name)
+            if value is not None and not isinstance(value, str):
+                if not isinstance(value, re.Pattern) or not isinstance(value.pattern, str):
+                    raise TypeError(
+                        f"ElicitationRule.{field_name} must be a str, a str re.Pattern or None "
+                        f"(got {value!r})"
+                    )
+
+    def matches(self, mode: str, message: str, url: str | None) -> bool:
+        """Whether an elicitation of `mode` with `message` (and `url`) matches this rule."""
+        if self.mode is not None and self.mode != mode:
+            return False
+        if self.message is not None and not _text_matches(self.message, message):
+            return False
+        if self.url is not None and (url is None or not _text_matches(self.url, url)):
+            return False
+        return True
+
+
+def _text_matches(rule: str | re.Pattern[str], text: str) -> bool:
+    text = text[:RULE_TEXT_CHARS]
+    if isinstance(rule, str):
+        return rule.casefold() in text.casefold()
+    return rule.search(text) is not None
+
+
 def _rules(value: object, name: str) -> tuple[PermissionRule, ...]:
     if isinstance(value, (str, PermissionRule)) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a sequence of PermissionRule (got {value!r})")
@@ -137,6 +196,9 @@ class PermissionPolicy:
         default: What tier 6 decides: a `PermissionDecision` or its value ("deny" by default).
         persist: Prefer the agent's ``allow_always``/``reject_always`` options.
         remember: Remember an "always" answer per session, (kind, title), for later requests.
+        decline_elicitations: `ElicitationRule` items: an elicitation one matches is declined
+            without asking ``on_elicitation`` (rules decide before the observer, as ``deny``
+            does for permission requests).
 
     Raises:
         TypeError: a field has the wrong type (a str where a list is expected, a rule that is
@@ -151,6 +213,7 @@ class PermissionPolicy:
     default: PermissionDecision = PermissionDecision.DENY
     persist: bool = False
     remember: bool = False
+    decline_elicitations: tuple[ElicitationRule, ...] = ()
 
     def __init__(
         self,
@@ -161,6 +224,7 @@ class PermissionPolicy:
         default: PermissionDecision | str = PermissionDecision.DENY,
         persist: bool = False,
         remember: bool = False,
+        decline_elicitations: Iterable[ElicitationRule] = (),
     ) -> None:
         def put(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
@@ -177,6 +241,20 @@ class PermissionPolicy:
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool (got {flag!r})")
             put(name, flag)
+        if isinstance(decline_elicitations, (str, ElicitationRule)) or not isinstance(
+            decline_elicitations, Iterable
+        ):
+            raise TypeError(
+                "decline_elicitations must be a sequence of ElicitationRule "
+                f"(got {decline_elicitations!r})"
+            )
+        declines = tuple(decline_elicitations)
+        for rule in declines:
+            if not isinstance(rule, ElicitationRule):
+                raise TypeError(
+                    f"decline_elicitations must hold ElicitationRule items (got {rule!r})"
+                )
+        put("decline_elicitations", declines)
 
 
 @dataclass(frozen=True)

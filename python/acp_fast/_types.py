@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # permission policy's records are re-exported from `_policy` as well.
 from ._kinds import UpdateKind as UpdateKind
 from ._policy import TOOL_KINDS as TOOL_KINDS
+from ._policy import ElicitationRule as ElicitationRule
 from ._policy import PermissionDecision as PermissionDecision
 from ._policy import PermissionOutcome as PermissionOutcome
 from ._policy import PermissionPolicy as PermissionPolicy

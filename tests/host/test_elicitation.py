@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -425,3 +426,48 @@ def test_a_flood_of_elicitations_is_bounded(make_host_client: MakeClient) -> Non
     assert len(tasks) == 64, "64 wait for the user at once"
     assert [a["error"]["code"] for a in answers] == [-32602] * 6
     assert "too many elicitations pending" in answers[0]["error"]["message"]
+
+
+def test_policy_rules_decline_before_the_observer_is_asked(make_host_client: MakeClient) -> None:
+    """`PermissionPolicy(decline_elicitations=...)`: a matching elicitation is declined by the
+    rule (the observer never sees it); the others are asked; a new policy applies at once."""
+    recorder = Eliciting(lambda _: acp.ElicitationReply("accept"))
+    policy = acp.PermissionPolicy(
+        decline_elicitations=[
+            acp.ElicitationRule(mode="url", url=re.compile(r"^https://example\.test/")),
+            acp.ElicitationRule(message="PASSWORD"),
+        ]
+    )
+    client, _ = make_host_client(recorder, permission_policy=policy)
+    steps: list[dict[str, Any]] = [
+        {"request": url()},  # declined by the first rule
+        {"request": url(url="https://other.test/x", elicitationId="e-2")},  # asked
+        {"request": form("your password please", {"type": "object", "properties": {}})},
+        {"request": form("your name", {"type": "object", "properties": {}})},
+    ]
+    answers = run(client, steps)
+    assert [a["result"]["action"] for a in answers] == ["decline", "accept", "decline", "accept"]
+    assert [r.message for r in recorder.requests] == ["Sign in", "your name"]
+    client.permission_policy = acp.PermissionPolicy(
+        decline_elicitations=[acp.ElicitationRule()]  # every elicitation
+    )
+    answers = run(client, [{"request": url()}])
+    assert [a["result"] for a in answers] == [{"action": "decline"}]
+    assert len(recorder.requests) == 2
+
+
+def test_elicitation_rules_check_their_fields() -> None:
+    with pytest.raises(TypeError, match=r"ElicitationRule\.message"):
+        acp.ElicitationRule(message=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ElicitationRule\.mode"):
+        acp.ElicitationRule(mode=["url"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="decline_elicitations"):
+        acp.PermissionPolicy(decline_elicitations=acp.ElicitationRule())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ElicitationRule items"):
+        acp.PermissionPolicy(decline_elicitations=[acp.PermissionRule()])  # type: ignore[list-item]
+    rule = acp.ElicitationRule(message=re.compile("secret"))
+    # A pattern searches the first 16 KiB only: text the agent pads past it is not searched.
+    assert rule.matches("form", "x" * 20_000 + "secret", None) is False
+    assert rule.matches("form", "the secret", None) is True
+    # A form never matches a rule about URLs.
+    assert acp.ElicitationRule(url="x").matches("form", "m", None) is False
