@@ -287,6 +287,24 @@ def session_status(session: SessionLike) -> Plan[str]:
     return status if isinstance(status, str) else "saved"
 
 
+# An outcome is one of a few short words; a longer one is the agent's text, cut to this.
+_OUTCOME_LIMIT = 256
+
+
+def steer(session: SessionLike, content: str | Iterable[Any]) -> Plan[str]:
+    """``_session/steering`` (the extension claude-agent-acp and codex-acp advertise in
+    ``initialize``'s ``_meta.steering.supported``): ``content`` into the session's running
+    turn, always with ``idleBehavior: "promptRequired"``. The answer's ``outcome``: "injected"
+    (claude-agent-acp), "promptRequired" (no turn was running, nothing sent to the model) or
+    the agent's other word, at most 256 characters; a non-string outcome reads as ""."""
+    check_unstable(session._client, "steer")
+    session._check_open()
+    tuples = content_tuples(content)
+    raw = yield CoreCall("steer", (session.session_id, tuples))
+    outcome = _json_object(raw).get("outcome")
+    return outcome[:_OUTCOME_LIMIT] if isinstance(outcome, str) else ""
+
+
 def _json_object(raw: str) -> dict[str, Any]:
     import json
 

@@ -194,6 +194,16 @@ class Session(_SessionBase):
         `CapabilityError`."""
         return _calls.run(self._client, _calls.session_status(self))
 
+    def steer(self, content: str | Iterable[Any]) -> str:
+        """Sends ``content`` (as `prompt` takes it) into this session's running turn over the
+        ``_session/steering`` extension; returns the agent's outcome ("injected", or
+        "promptRequired" when no turn was running: nothing was sent to the model). Needs
+        ``unstable=True`` and the agent's ``_meta.steering.supported``, else
+        `CapabilityError`. On this blocking client a turn holds the client, so a ``steer()``
+        from another thread while it runs raises ``RuntimeError`` (use `AsyncClient` to steer
+        a running turn); with no turn running it is an ordinary call."""
+        return _calls.run(self._client, _calls.steer(self, content))
+
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally
         either way). Idempotent."""
