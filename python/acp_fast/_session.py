@@ -199,10 +199,13 @@ class Session(_SessionBase):
         ``_session/steering`` extension; returns the agent's outcome ("injected", or
         "promptRequired" when no turn was running: nothing was sent to the model). Needs
         ``unstable=True`` and the agent's ``_meta.steering.supported``, else
-        `CapabilityError`. On this blocking client a turn holds the client, so a ``steer()``
-        from another thread while it runs raises ``RuntimeError`` (use `AsyncClient` to steer
-        a running turn); with no turn running it is an ordinary call."""
-        return _calls.run(self._client, _calls.steer(self, content))
+        `CapabilityError`. A turn holds this blocking client, so call ``steer()`` from another
+        thread while ``prompt()`` runs: the request is handed to the turn, written while it
+        runs, and its answer handed back (`AgentProtocolError` if the turn ends or the client
+        closes before the agent answers, or after 30 s). With no turn running it is an
+        ordinary call."""
+        core = self._client._live
+        return _calls.run(self._client, _calls.steer(self, content, core.steer_running))
 
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally

@@ -2,7 +2,8 @@
 
 SCRIPT is a JSON object: ``supported`` (what ``_meta.steering.supported`` says), ``wait`` (a
 turn waits for a steering request before it ends, and echoes the steered text), ``answer``
-(the steering answer while a turn runs; default ``{"outcome": "injected"}``) and ``log`` (a
+(the steering answer while a turn runs; default ``{"outcome": "injected"}``), ``silent``
+(the turn ends without answering the steering request) and ``log`` (a
 file every line the client writes is appended to). A steering request with no turn running is
 answered ``promptRequired``, as claude-agent-acp 0.101 answers ``idleBehavior:
 "promptRequired"``."""
@@ -61,13 +62,9 @@ for raw in sys.stdin:
             result = {"outcome": "promptRequired", "reason": "noRunningTurn"}
             send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
             continue
-        send(
-            {
-                "jsonrpc": "2.0",
-                "id": msg["id"],
-                "result": script.get("answer", {"outcome": "injected"}),
-            }
-        )
+        if not script.get("silent"):
+            result = script.get("answer", {"outcome": "injected"})
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
         steered = " ".join(b.get("text", "") for b in msg["params"]["prompt"])
         chunk("steered: " + steered)
         send({"jsonrpc": "2.0", "id": turn["id"], "result": {"stopReason": "end_turn"}})

@@ -95,9 +95,9 @@ def test_no_running_turn_is_prompt_required(tmp_path: Path, driver: str) -> None
     assert len(sent(log, "_session/steering")) == 1
 
 
-def test_blocking_steer_during_a_turn_raises_instead_of_hanging(tmp_path: Path) -> None:
-    """The blocking client's turn holds the client: a steer from another thread is refused
-    at once (RuntimeError, nothing written), and the turn can still be cancelled."""
+def test_blocking_steer_from_another_thread_reaches_the_running_turn(tmp_path: Path) -> None:
+    """The blocking client's turn holds the client: a steer() from another thread is handed
+    to that turn's pump, written while the turn runs, and its answer handed back."""
     args, log = script(tmp_path, wait=True)
     with acp.Client(sys.executable, **options(args, unstable=True)) as client:
         client.start(new_session=False)
@@ -106,13 +106,50 @@ def test_blocking_steer_during_a_turn_raises_instead_of_hanging(tmp_path: Path) 
         worker = threading.Thread(target=lambda: results.append(session.prompt("go")))
         worker.start()
         assert wait_for(lambda: bool(sent(log, "session/prompt")), timeout=10.0)
-        with pytest.raises(RuntimeError, match="another call is running"):
+        assert session.steer(["go", "left"]) == "injected"
+        worker.join(10)
+        assert not worker.is_alive()
+        assert results[0].response == "working. steered: go left"
+        # Between turns it is an ordinary call.
+        assert session.steer("again") == "promptRequired"
+    assert len(sent(log, "_session/steering")) == 2
+
+
+def test_blocking_steer_refused_by_the_turns_pump_is_a_capability_error(tmp_path: Path) -> None:
+    """Not advertised: the pump's check refuses it, nothing is written, the turn goes on."""
+    args, log = script(tmp_path, wait=True, supported=False)
+    with acp.Client(sys.executable, **options(args, unstable=True)) as client:
+        client.start(new_session=False)
+        session = client.new_session()
+        results: list[acp.TurnResult] = []
+        worker = threading.Thread(target=lambda: results.append(session.prompt("go")))
+        worker.start()
+        assert wait_for(lambda: bool(sent(log, "session/prompt")), timeout=10.0)
+        with pytest.raises(acp.CapabilityError) as caught:
             session.steer("go left")
+        assert caught.value.capability == "_meta.steering"
         session.cancel()
         worker.join(10)
         assert not worker.is_alive()
         assert results[0].stop_reason == "cancelled"
     assert sent(log, "_session/steering") == []
+
+
+def test_blocking_steer_unanswered_when_the_turn_ends_is_an_error(tmp_path: Path) -> None:
+    """The agent ends the turn without answering the steering request: the waiting thread
+    gets an error at once, not a hang."""
+    args, log = script(tmp_path, wait=True, silent=True)
+    with acp.Client(sys.executable, **options(args, unstable=True)) as client:
+        client.start(new_session=False)
+        session = client.new_session()
+        worker = threading.Thread(target=lambda: session.prompt("go"))
+        worker.start()
+        assert wait_for(lambda: bool(sent(log, "session/prompt")), timeout=10.0)
+        with pytest.raises(acp.AgentProtocolError, match="turn ended before the agent answered"):
+            session.steer("go left")
+        worker.join(10)
+        assert not worker.is_alive()
+    assert len(sent(log, "_session/steering")) == 1
 
 
 def steer_error(tmp_path: Path, driver: str, **client_options: Any) -> acp.CapabilityError:
