@@ -69,6 +69,12 @@ class AsyncSession(_SessionBase):
         `Session.status`."""
         return await self._client._run(_calls.session_status(self))
 
+    async def steer(self, content: str | Iterable[Any]) -> str:
+        """Sends ``content`` into this session's running turn (``_session/steering``,
+        unstable): await it while ``prompt()`` runs in another task. Returns the agent's
+        outcome, as `Session.steer`."""
+        return await self._client._run(_calls.steer(self, content))
+
     async def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally either
         way). Idempotent."""

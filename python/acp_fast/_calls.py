@@ -15,7 +15,7 @@ observer without passing through here.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from . import _interrupt, _spawn_args
@@ -285,6 +285,32 @@ def session_status(session: SessionLike) -> Plan[str]:
     raw = yield CoreCall("session_status", (session.session_id,))
     status = _json_object(raw).get("status")
     return status if isinstance(status, str) else "saved"
+
+
+# An outcome is one of a few short words; a longer one is the agent's text, cut to this.
+_OUTCOME_LIMIT = 256
+
+
+def steer(
+    session: SessionLike,
+    content: str | Iterable[Any],
+    running: Callable[[str, list[tuple[Any, ...]]], str | None] | None = None,
+) -> Plan[str]:
+    """``_session/steering`` (the extension claude-agent-acp and codex-acp advertise in
+    ``initialize``'s ``_meta.steering.supported``): ``content`` into the session's running
+    turn, always with ``idleBehavior: "promptRequired"``. The answer's ``outcome``: "injected"
+    (claude-agent-acp), "promptRequired" (no turn was running, nothing sent to the model) or
+    the agent's other word, at most 256 characters; a non-string outcome reads as ""."""
+    check_unstable(session._client, "steer")
+    session._check_open()
+    tuples = content_tuples(content)
+    # The blocking client: a turn on another thread holds the client; `running` hands the
+    # request to that turn's pump and waits for its answer (None: no call runs).
+    raw = None if running is None else running(session.session_id, tuples)
+    if raw is None:
+        raw = yield CoreCall("steer", (session.session_id, tuples))
+    outcome = _json_object(raw).get("outcome")
+    return outcome[:_OUTCOME_LIMIT] if isinstance(outcome, str) else ""
 
 
 def _json_object(raw: str) -> dict[str, Any]:

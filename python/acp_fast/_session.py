@@ -194,6 +194,19 @@ class Session(_SessionBase):
         `CapabilityError`."""
         return _calls.run(self._client, _calls.session_status(self))
 
+    def steer(self, content: str | Iterable[Any]) -> str:
+        """Sends ``content`` (as `prompt` takes it) into this session's running turn over the
+        ``_session/steering`` extension; returns the agent's outcome ("injected", or
+        "promptRequired" when no turn was running: nothing was sent to the model). Needs
+        ``unstable=True`` and the agent's ``_meta.steering.supported``, else
+        `CapabilityError`. A turn holds this blocking client, so call ``steer()`` from another
+        thread while ``prompt()`` runs: the request is handed to the turn, written while it
+        runs, and its answer handed back (`AgentProtocolError` if the turn ends or the client
+        closes before the agent answers, or after 30 s). With no turn running it is an
+        ordinary call."""
+        core = self._client._live
+        return _calls.run(self._client, _calls.steer(self, content, core.steer_running))
+
     def close(self) -> None:
         """Closes the session (``session/close`` when the agent advertises it; locally
         either way). Idempotent."""

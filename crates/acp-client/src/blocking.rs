@@ -37,6 +37,9 @@ impl Pump {
         let result = self.run_call_inner(edge, until, start, begun, finish);
         // A cancel() that arrived as the call ended targeted a turn that is over.
         self.controls().clear_cancels();
+        // Nor may a steer() wait on it.
+        let controls = self.controls().clone();
+        controls.end_steers(&mut self.conn);
         if self.controls().is_closed() {
             self.pipes = None;
             *lock(&self.controls().waker) = None;

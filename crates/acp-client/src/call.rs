@@ -64,6 +64,8 @@ pub enum Call {
     },
     SetTitle(String, String),
     SessionStatus(String),
+    /// The `_session/steering` extension: a message into the session's running turn.
+    Steer(String, Vec<ContentBlock>),
 }
 
 impl Call {
@@ -162,6 +164,10 @@ impl Call {
             },
             Call::SetTitle(session_id, title) => Request::SetTitle { session_id, title },
             Call::SessionStatus(session_id) => Request::SessionStatus { session_id },
+            Call::Steer(session_id, content) => Request::Steer {
+                session_id,
+                content,
+            },
         };
         conn.request(request).map(Some)
     }
@@ -217,7 +223,8 @@ impl Call {
             | Call::CloseSession(session_id)
             | Call::Prompt { session_id, .. }
             | Call::SetTitle(session_id, _)
-            | Call::SessionStatus(session_id) => Some(session_id),
+            | Call::SessionStatus(session_id)
+            | Call::Steer(session_id, _) => Some(session_id),
             _ => None,
         }
     }
@@ -263,9 +270,10 @@ impl Call {
                     "session/fork finished without a session",
                 ))
             }
-            (Call::SetTitle(..) | Call::SessionStatus(_), Some(Outcome::Raw(raw))) => {
-                Value::Raw(raw)
-            }
+            (
+                Call::SetTitle(..) | Call::SessionStatus(_) | Call::Steer(..),
+                Some(Outcome::Raw(raw)),
+            ) => Value::Raw(raw),
             (Call::LoadSession { session_id, .. }, _) => Value::SessionId(session_id.clone()),
             (Call::ListSessions(_), Some(Outcome::Listed(sessions))) => Value::Listed(sessions),
             (Call::ListSessions(_), _) => Value::Listed(Vec::new()),

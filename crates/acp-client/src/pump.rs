@@ -124,6 +124,7 @@ impl Pump {
         loop {
             self.controls.check_stops().map_err(Error::Halted)?;
             self.controls.take_cancels(&mut self.conn);
+            self.controls.take_steers(&mut self.conn);
             if self.host.exits_pending() {
                 // A terminal exited or a long read finished: answer the waits for it.
                 if let Err(failure) = host::answer_waits(edge, &mut self.conn, &mut self.host) {
@@ -216,7 +217,12 @@ impl Pump {
                         "a blocking call cannot wait on a deferred permission answer".into(),
                     )))
                 }
-                Stop::Done(..) | Stop::Budget | Stop::Paused => continue,
+                Stop::Done(done, outcome) => {
+                    // Another thread's steering request into this turn.
+                    self.controls.steer_done(done, &outcome);
+                    continue;
+                }
+                Stop::Budget | Stop::Paused => continue,
                 Stop::NeedInput => {}
             }
             if self.conn.poll_transmit().is_some() {

@@ -158,6 +158,16 @@ impl CoreClient {
         Prepared::new(slf, Call(Owned::SessionStatus(session_id)))
     }
 
+    /// The `_session/steering` extension: the answer's JSON text.
+    fn steer(
+        slf: &Bound<'_, Self>,
+        session_id: String,
+        blocks: &Bound<'_, PyList>,
+    ) -> PyResult<Prepared> {
+        let content = crate::options::content(blocks)?;
+        Ok(Prepared::new(slf, Call(Owned::Steer(session_id, content))))
+    }
+
     /// Every page's sessions, as JSON object texts.
     #[pyo3(signature = (cwd=None))]
     fn list_sessions(slf: &Bound<'_, Self>, cwd: Option<String>) -> Prepared {

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use acp_client::blocking::{start_steps, Outcomes};
 use acp_proto::calls::CallId;
@@ -118,6 +119,28 @@ impl CoreClient {
             return; // no call runs, so no turn is in flight
         }
         controls.queue_cancel(session_id);
+    }
+
+    /// The blocking client's steer into a running turn (another thread holds the call lock):
+    /// queued for the turn's pump, which writes it before its next line; waits (without the
+    /// GIL) up to 30 s for the answer's JSON text. `None`: no call runs (or the asyncio
+    /// driver), so the caller runs `steer` as an ordinary call.
+    fn steer_running(
+        &self,
+        py: Python<'_>,
+        session_id: String,
+        blocks: &Bound<'_, PyList>,
+    ) -> PyResult<Option<String>> {
+        let controls = &self.shared.controls;
+        if controls.asynchronous.load(Ordering::Relaxed) || self.call.try_lock().is_ok() {
+            return Ok(None);
+        }
+        let content = options::content(blocks)?;
+        let ticket = controls.queue_steer(session_id, content);
+        let until = Instant::now() + std::time::Duration::from_secs(30);
+        py.detach(|| controls.wait_steer(ticket, until))
+            .map(Some)
+            .map_err(|error| self.call_error(py, CallError::from(error)))
     }
 
     /// Reads and handles for up to `timeout` seconds; the number of updates delivered.

@@ -46,6 +46,8 @@ pub enum CallKind {
     SessionFork,
     SetTitle,
     SessionStatus,
+    /// The `_session/steering` extension (claude-agent-acp, codex-acp).
+    Steer,
 }
 
 impl CallKind {
@@ -67,6 +69,7 @@ impl CallKind {
             CallKind::SessionFork => "session/fork",
             CallKind::SetTitle => "session/set_title",
             CallKind::SessionStatus => "session/status",
+            CallKind::Steer => "_session/steering",
         }
     }
 }

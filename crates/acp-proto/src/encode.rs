@@ -459,6 +459,26 @@ pub fn prompt(
     json.finish_line()
 }
 
+/// `_session/steering` (claude-agent-acp's and codex-acp's extension): the prompt's content,
+/// and `idleBehavior: "promptRequired"` so an idle agent refuses rather than starts a turn.
+pub fn steer(id: i64, session_id: &str, content: &[ContentBlock]) -> Vec<u8> {
+    let mut json = request(id, "_session/steering");
+    json.key("params");
+    json.open_object();
+    json.field_str("sessionId", session_id);
+    json.key("prompt");
+    write_content(&mut json, content);
+    json.key("_meta");
+    json.open_object();
+    json.key("steering");
+    json.open_object();
+    json.field_str("idleBehavior", "promptRequired");
+    json.close(b'}');
+    json.close(b'}');
+    json.close(b'}');
+    json.finish_line()
+}
+
 fn write_content(json: &mut Json, content: &[ContentBlock]) {
     json.open_array();
     for block in content {

@@ -45,6 +45,8 @@ pub struct Capabilities {
     pub session_fork: bool,
     pub session_title: bool,
     pub session_status: bool,
+    /// The `_session/steering` extension: `initialize`'s top-level `_meta.steering.supported`.
+    pub steering: bool,
 }
 
 /// The agent's answer to `initialize`.
@@ -170,6 +172,12 @@ pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
         session_fork: present(get(&["sessionCapabilities", "fork"])),
         session_title: present(get(&["sessionCapabilities", "title"])),
         session_status: present(get(&["sessionCapabilities", "status"])),
+        steering: is_true(
+            result
+                .get("_meta")
+                .and_then(|m| m.get("steering"))
+                .and_then(|s| s.get("supported")),
+        ),
     };
     let auth_methods = objects(result.get("authMethods"))
         .map(|m| AuthMethodInfo {

@@ -90,6 +90,7 @@ impl Core {
                 | CallKind::SessionList
                 | CallKind::SetTitle
                 | CallKind::SessionStatus
+                | CallKind::Steer
         );
         if object_required && !raw.starts_with('{') {
             return Err(AcpError::protocol(format!(
@@ -196,7 +197,9 @@ impl Core {
                 Outcome::Done
             }
             CallKind::Authenticate | CallKind::Logout => Outcome::Done,
-            CallKind::SetTitle | CallKind::SessionStatus => Outcome::Raw(raw.to_owned()),
+            CallKind::SetTitle | CallKind::SessionStatus | CallKind::Steer => {
+                Outcome::Raw(raw.to_owned())
+            }
             CallKind::Prompt => {
                 let fields = wire::prompt_result(message.result.expect("checked above"))
                     .map_err(|e| AcpError::protocol(format!("malformed {e}")))?;

@@ -141,6 +141,19 @@ impl Core {
                 self.capability(caps.session_status, "sessionCapabilities.status")?;
                 self.open_session(session_id).map(|_| ())
             }
+            Request::Steer {
+                session_id,
+                content,
+            } => {
+                self.capability(caps.steering, "_meta.steering")?;
+                self.open_session(session_id)?;
+                if content.is_empty() {
+                    return Err(AcpError::InvalidArgument(
+                        "steer needs a non-empty prompt".into(),
+                    ));
+                }
+                Ok(())
+            }
             Request::DeleteSession { .. } => {
                 self.capability(caps.session_delete, "sessionCapabilities.delete")
             }

@@ -185,6 +185,13 @@ pub enum Request<'a> {
     SessionStatus {
         session_id: &'a str,
     },
+    /// The `_session/steering` extension (`initialize`'s `_meta.steering.supported`): a
+    /// message into the session's running turn; `idleBehavior: "promptRequired"` always, so an
+    /// idle agent answers that rather than starting a turn nobody waits for.
+    Steer {
+        session_id: &'a str,
+        content: &'a [ContentBlock],
+    },
 }
 
 pub struct Connection {

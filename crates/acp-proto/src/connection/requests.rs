@@ -202,6 +202,14 @@ impl Core {
                 call.session = Some(session_id.to_owned());
                 encode::session_call(id, "session/status", session_id, &[])
             }
+            Request::Steer {
+                session_id,
+                content,
+            } => {
+                call.kind = CallKind::Steer;
+                call.session = Some(session_id.to_owned());
+                encode::steer(id, session_id, content)
+            }
         };
         let bytes = self.checked(bytes, &format!("the {} request", call.kind.method()))?;
         match call.kind {
