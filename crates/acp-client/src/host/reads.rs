@@ -46,6 +46,17 @@ impl Reads {
     ) -> std::io::Result<()> {
         let slot: ReadSlot = Arc::default();
         let (done, filled) = (Arc::clone(&self.done), Arc::clone(&slot));
+        // Spawned and registered under the lock `close()` takes them by: a close either finds
+        // this thread to join, or came first, set the closing flag (before its lock) and no
+        // thread starts (one started after it would outlive it, unjoined).
+        let mut readers = readers.lock().unwrap_or_else(|e| e.into_inner());
+        if bound
+            .stop
+            .as_ref()
+            .is_some_and(|stop| stop.load(Ordering::SeqCst))
+        {
+            return Err(std::io::Error::other("the client is closing"));
+        }
         let reader = std::thread::Builder::new()
             .name("acp-fast read".into())
             .spawn(move || {
@@ -59,7 +70,6 @@ impl Reads {
                     notifier.wake();
                 }
             })?;
-        let mut readers = readers.lock().unwrap_or_else(|e| e.into_inner());
         readers.retain(|r| !r.is_finished());
         readers.push(reader);
         drop(readers);
