@@ -120,7 +120,9 @@ def test_tail_threads_end_with_their_agents(watch: Watch) -> None:
         client = watch.client(agent(None, emit(stop_line(2))), stderr="tail")
         client.start()
         client.close()
-    assert wait_for(lambda: thread_count() == threads, 2.0), (
+    # At most as many threads as before: a thread of an earlier test may end meanwhile (the
+    # count is the whole process's), which must not read as a leak of ours.
+    assert wait_for(lambda: thread_count() <= threads, 2.0), (
         f"{thread_count() - threads} drain threads outlived their clients"
     )
     watch.assert_clean()

@@ -305,4 +305,9 @@ def test_close_releases_every_descriptor_and_thread(make_host_client: MakeClient
     assert set(os.listdir("/proc/self/task")) - threads  # the drain thread
     client.close()
     assert set(os.listdir("/proc/self/fd")) <= fds
+    # close() joined the drain thread; the kernel may list a joined thread in /proc a moment
+    # longer (its exit goes on after the join returns), so a short wait, not a sleep 1000.
+    deadline = time.monotonic() + 2
+    while not set(os.listdir("/proc/self/task")) <= threads and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert set(os.listdir("/proc/self/task")) <= threads
