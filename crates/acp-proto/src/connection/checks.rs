@@ -43,6 +43,18 @@ impl Core {
                 None => Ok(()),
             }
         };
+        // What opening a session (new, load/resume, fork) checks of its directories and servers.
+        let session_gate =
+            |dirs: &[String], servers: Option<&[McpServer]>| -> Result<(), AcpError> {
+                if !dirs.is_empty() {
+                    self.capability(
+                        caps.session_additional_directories,
+                        "sessionCapabilities.additionalDirectories",
+                    )?;
+                }
+                servers_gate(servers)?;
+                absolute(dirs)
+            };
         let system_prompt_gate = |prompt: Option<&SystemPrompt>| -> Result<(), AcpError> {
             let Some(prompt) = prompt else {
                 return Ok(());
@@ -68,14 +80,7 @@ impl Core {
                 ..
             } => {
                 system_prompt_gate(system_prompt)?;
-                if !additional_directories.is_empty() {
-                    self.capability(
-                        caps.session_additional_directories,
-                        "sessionCapabilities.additionalDirectories",
-                    )?;
-                }
-                servers_gate(mcp_servers)?;
-                absolute(additional_directories)
+                session_gate(additional_directories, mcp_servers)
             }
             Request::LoadSession {
                 session_id,
@@ -91,14 +96,7 @@ impl Core {
                     self.capability(caps.load_session, "loadSession")?;
                 }
                 system_prompt_gate(system_prompt)?;
-                if !additional_directories.is_empty() {
-                    self.capability(
-                        caps.session_additional_directories,
-                        "sessionCapabilities.additionalDirectories",
-                    )?;
-                }
-                servers_gate(mcp_servers)?;
-                absolute(additional_directories)?;
+                session_gate(additional_directories, mcp_servers)?;
                 if self.session(session_id).is_some() {
                     return Err(AcpError::InvalidArgument(format!(
                         "session {session_id:?} is already open on this client"
@@ -118,14 +116,7 @@ impl Core {
             } => {
                 self.capability(caps.session_fork, "sessionCapabilities.fork")?;
                 system_prompt_gate(system_prompt)?;
-                if !additional_directories.is_empty() {
-                    self.capability(
-                        caps.session_additional_directories,
-                        "sessionCapabilities.additionalDirectories",
-                    )?;
-                }
-                servers_gate(mcp_servers)?;
-                absolute(additional_directories)?;
+                session_gate(additional_directories, mcp_servers)?;
                 if session_id.is_empty() {
                     return Err(AcpError::InvalidArgument(
                         "session_fork needs the id of the session to fork".into(),
