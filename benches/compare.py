@@ -61,6 +61,8 @@ AGENT = str(BENCHES / "flood_agent.py")
 PYTHON = sys.executable
 RESULTS = BENCHES / "results.md"
 RUNNERS = ("acp-fast", "SDK", "loop")
+#: The heading of compare_v2.py's section of RESULTS, which this script's report keeps.
+V2_SECTION = "## ACP v2 beside v1"
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -1097,8 +1099,13 @@ def main(argv: list[str] | None = None) -> int:
         progress("(--quick: benches/results.md not written)")
     else:
         today = datetime.date.today().isoformat()
+        # compare_v2.py's section (v1 beside v2) stays, after this report.
+        kept = RESULTS.read_text().partition(V2_SECTION) if RESULTS.exists() else ("", "", "")
+        tail = "\n" + kept[1] + kept[2] if kept[1] else ""
         RESULTS.write_text(
-            f"# acp-fast benchmark results\n\n{today}, `{command}` ({elapsed:.0f} s):\n\n" + report
+            f"# acp-fast benchmark results\n\n{today}, `{command}` ({elapsed:.0f} s):\n\n"
+            + report
+            + tail
         )
         progress(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0

@@ -13,6 +13,14 @@ Every runner in the comparison talks to this same agent. It answers `initialize`
                              memory case), then end_turn;
 (no mode)                    end_turn at once (start-up case).
 
+--v2                         speak ACP v2 (preview) when the client offers it (`initialize` with
+                             protocolVersion 2; otherwise v1 as without it): each prompt is
+                             acknowledged at once with `{messageId}`, then `state_update`
+                             running, the same updates as `agent_message_chunk`s with a
+                             `messageId` (permission requests in v2's shape: `title`,
+                             `subject: {type: "tool_call", toolCall}`), and the turn ends with
+                             `state_update` idle carrying the stop reason.
+
 --ignore-term --grandchild   ignore SIGTERM and start a grandchild `sleep` (close() case);
                              the grandchild's pid is written to stderr as `grandchild PID`.
 --ignore-eof                 keep running after stdin ends (a wedged agent; close() case).
@@ -33,6 +41,7 @@ import stat
 import subprocess
 import sys
 import time
+from typing import Any
 
 BATCH_BYTES = 1 << 20
 
@@ -44,24 +53,34 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def update_line(session_id: str, text: str) -> bytes:
+def update_line(session_id: str, text: str, message_id: str | None = None) -> bytes:
+    """One agent_message_chunk; in v2 (`message_id` given) with its required `messageId`."""
+    update: dict[str, object] = {"sessionUpdate": "agent_message_chunk"}
+    if message_id is not None:
+        update["messageId"] = message_id
+    update["content"] = {"type": "text", "text": text}
     message = {
         "jsonrpc": "2.0",
         "method": "session/update",
-        "params": {
-            "sessionId": session_id,
-            "update": {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": text},
-            },
-        },
+        "params": {"sessionId": session_id, "update": update},
     }
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
-def flood(fd: int, session_id: str, count: int, text_bytes: int) -> None:
+def state_update(fd: int, session_id: str, state: str, stop_reason: str | None = None) -> None:
+    """A v2 `state_update` (running, idle with its stop reason)."""
+    update: dict[str, object] = {"sessionUpdate": "state_update", "state": state}
+    if stop_reason is not None:
+        update["stopReason"] = stop_reason
+    params = {"sessionId": session_id, "update": update}
+    send(fd, {"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+
+def flood(
+    fd: int, session_id: str, count: int, text_bytes: int, message_id: str | None = None
+) -> None:
     text = ("abcdefghijklmnopqrstuvwxyz" * (text_bytes // 26 + 1))[:text_bytes]
-    line = update_line(session_id, text)
+    line = update_line(session_id, text, message_id)
     per_batch = max(1, BATCH_BYTES // len(line))
     batch = line * per_batch
     full, rest = divmod(count, per_batch)
@@ -87,6 +106,7 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true")
     parser.add_argument("--pipe-size", type=int, default=0)
     parser.add_argument("--wait-cancel", action="store_true")
+    parser.add_argument("--v2", action="store_true")
     args = parser.parse_args()
 
     if args.devnull or args.raw:
@@ -118,6 +138,8 @@ def main() -> int:
     out = sys.stdout.fileno()
     stdin = sys.stdin.buffer
     session_id = "bench-session"
+    v2 = False  # what initialize agreed
+    turns = 0
     while True:
         line = stdin.readline()
         if not line:
@@ -128,56 +150,75 @@ def main() -> int:
         method = message.get("method")
         request_id = message.get("id")
         if method == "initialize":
-            send(out, {"jsonrpc": "2.0", "id": request_id, "result": {"protocolVersion": 1}})
+            offered = (message.get("params") or {}).get("protocolVersion")
+            v2 = args.v2 and isinstance(offered, int) and offered >= 2
+            result: dict[str, object] = {"protocolVersion": 1}
+            if v2:
+                info = {"name": "flood-agent", "version": "1"}
+                result = {"protocolVersion": 2, "info": info, "capabilities": {"session": {}}}
+            send(out, {"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "session/new":
             send(out, {"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": session_id}})
         elif method == "session/prompt":
-            if args.updates:
-                flood(out, session_id, args.updates, args.text_bytes)
-            elif args.stream_bytes:
-                flood(out, session_id, args.stream_bytes // args.text_bytes, args.text_bytes)
-            if args.wait_cancel:
-                # One chunk, then nothing until session/cancel, answered at once.
-                flood(out, session_id, 1, args.text_bytes)
-                while True:
-                    line = stdin.readline()
-                    if not line or json.loads(line).get("method") == "session/cancel":
-                        break
-                cancelled = {"stopReason": "cancelled"}
-                send(out, {"jsonrpc": "2.0", "id": request_id, "result": cancelled})
-                continue
-            for number in range(args.permissions):
-                send(
-                    out,
-                    {
-                        "jsonrpc": "2.0",
-                        "id": f"perm-{number}",
-                        "method": "session/request_permission",
-                        "params": {
-                            "sessionId": session_id,
-                            "toolCall": {
-                                "toolCallId": f"t{number}",
-                                "title": "run",
-                                "kind": "execute",
-                            },
-                            "options": [
-                                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-                            ],
-                        },
-                    },
-                )
-                while True:  # the answer (a session/cancel or other line may come first)
-                    answer = json.loads(stdin.readline() or b"{}")
-                    if answer.get("id") == f"perm-{number}" or not answer:
-                        break
-            stop = "end_turn"
-            send(out, {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": stop}})
+            turns += 1
+            reply = None
+            if v2:  # the acknowledgement first; the turn ends with idle
+                ack = {"messageId": f"user-{turns}"}
+                send(out, {"jsonrpc": "2.0", "id": request_id, "result": ack})
+                state_update(out, session_id, "running")
+                reply = f"agent-{turns}"
+            stop = turn(args, stdin, out, session_id, reply)
+            if v2:
+                state_update(out, session_id, "idle", stop)
+            else:
+                send(out, {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": stop}})
         elif request_id is not None:
             send(
                 out,
                 {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}},
             )
+
+
+def turn(args: argparse.Namespace, stdin: Any, out: int, session_id: str, reply: str | None) -> str:
+    """One prompt's updates and permission round trips; its stop reason. `reply`: the v2
+    message id of the agent's reply (None: v1)."""
+    if args.updates:
+        flood(out, session_id, args.updates, args.text_bytes, reply)
+    elif args.stream_bytes:
+        flood(out, session_id, args.stream_bytes // args.text_bytes, args.text_bytes, reply)
+    if args.wait_cancel:
+        # One chunk, then nothing until session/cancel, answered at once.
+        flood(out, session_id, 1, args.text_bytes, reply)
+        while True:
+            line = stdin.readline()
+            if not line or json.loads(line).get("method") == "session/cancel":
+                return "cancelled"
+    for number in range(args.permissions):
+        tool_call = {"toolCallId": f"t{number}", "title": "run", "kind": "execute"}
+        params: dict[str, object] = {"sessionId": session_id}
+        if reply is None:
+            params["toolCall"] = tool_call
+        else:
+            params.update(title="run", subject={"type": "tool_call", "toolCall": tool_call})
+        params["options"] = OPTIONS
+        ask = {
+            "jsonrpc": "2.0",
+            "id": f"perm-{number}",
+            "method": "session/request_permission",
+            "params": params,
+        }
+        send(out, ask)
+        while True:  # the answer (a session/cancel or other line may come first)
+            answer = json.loads(stdin.readline() or b"{}")
+            if answer.get("id") == f"perm-{number}" or not answer:
+                break
+    return "end_turn"
+
+
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
 
 
 if __name__ == "__main__":

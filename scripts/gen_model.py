@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Generate python/acp_fast/model/_generated.py from the ACP v1 JSON schema.
+"""Generate python/acp_fast/model/_generated.py from the ACP v1 JSON schema, with ACP v2's
+additions merged in.
 
-The schema is the vendored schema/v1/schema.json (1.25.0; schema/v1/SOURCE.md says where it
-came from).
+The schemas are the vendored schema/v1/schema.json (1.25.0) and schema/v2/schema.json (the v2
+preview of the same SDK release; each SOURCE.md says where it came from). One model serves both
+versions (design/protocol-now.md §4): v2's new session updates join the `SessionUpdate` union,
+the shapes both versions have gain v2's fields (a field only one version requires is optional),
+and v2's open unions (`other` variants) become one class with an open-enum tag, so a custom or
+future variant decodes as a value, never as an error (see `merge_v2`).
 
 The schema is the wire contract; this script maps each of its object definitions to a frozen
 msgspec Struct (or, for the few shapes msgspec cannot express, a hand-shaped "custom" class),
@@ -25,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_CANDIDATES = [
     ROOT / "schema" / "v1" / "schema.json",
 ]
+SCHEMA_V2 = ROOT / "schema" / "v2" / "schema.json"
 OUT = ROOT / "python" / "acp_fast" / "model" / "_generated.py"
 
 # Schema definition -> public class name (model.md §5). Definitions not listed keep their name.
@@ -95,6 +101,9 @@ MARKERS = {
     # 1.25: empty objects in the schema (not even `_meta`); a marker keeps `_meta` readable.
     "NoticeCapabilities",
     "CompactionCapabilities",
+    # v2
+    "TerminalCancelCapabilities",
+    "ToolCallCancelCapabilities",
 }
 # The three chunk variants share ContentChunk on the wire but are distinct classes.
 CHUNKS = {
@@ -159,7 +168,19 @@ ABS_PATH_ITEMS = {
     ("LoadSessionRequest", "additionalDirectories"),
     ("ResumeSessionRequest", "additionalDirectories"),
 }
-BASE64 = {("ImageContent", "data"), ("AudioContent", "data"), ("BlobResourceContents", "blob")}
+ABS_PATH |= {
+    ("TerminalUpdate", "cwd"),
+    ("DiffChange", "path"),
+    ("DiffChange", "oldPath"),
+    ("RequestPermissionSubject", "cwd"),
+}
+BASE64 = {
+    ("ImageContent", "data"),
+    ("AudioContent", "data"),
+    ("BlobResourceContents", "blob"),
+    ("TerminalOutputChunk", "data"),
+    ("TerminalOutput", "data"),
+}
 INT_RANGES = {
     "uint16": ("U16", 0, 2**16 - 1),
     "uint32": ("U32", 0, 2**32 - 1),
@@ -209,7 +230,154 @@ CORE_UPDATE_KINDS = {
     "notice",
     "compaction_update",
     "compaction_summary_chunk",
+    # ACP v2
+    "user_message",
+    "agent_message",
+    "agent_thought",
+    "state_update",
+    "tool_call_content_chunk",
+    "plan_update",
+    "terminal_update",
+    "terminal_output_chunk",
 }
+
+# --- ACP v2 (schema/v2) merged into the one model ------------------------------------------
+
+#: v2's new `sessionUpdate` variants: tag -> the definition that becomes its class.
+V2_UPDATES = {
+    "user_message": "UserMessage",
+    "agent_message": "AgentMessage",
+    "agent_thought": "AgentThought",
+    "state_update": "StateUpdate",
+    "tool_call_content_chunk": "ToolCallContentChunk",
+    "plan_update": "PlanUpdate",
+    "terminal_update": "TerminalUpdate",
+    "terminal_output_chunk": "TerminalOutputChunk",
+}
+#: Shapes both versions have that v2 changed: the union of the fields, required where both
+#: versions require them (v1's `Diff.path` and v2's `Diff.changes` are both optional).
+V2_SHARED = ("Diff", "ToolCallUpdate", "RequestPermissionRequest")
+#: v2's open unions (an `other` variant: custom `_` or future values): one class, the tag an
+#: open enum, every variant's fields optional unless all variants require them. Union ->
+#: (class name, tag field, tag enum name, extra properties).
+V2_OPEN_UNIONS = {
+    "StateUpdate": ("StateUpdate", "state", "SessionActivity"),
+    "DiffChange": ("DiffChange", "operation", "DiffOperation"),
+    "RequestPermissionSubject": ("RequestPermissionSubject", "type", "PermissionSubjectType"),
+    "PlanUpdateContent": ("PlanUpdateContent", "type", "PlanContentType"),
+    "BackgroundWork": ("BackgroundWork", "type", "BackgroundWorkType"),
+}
+
+
+def _refs(node: object) -> set[str]:
+    out: set[str] = set()
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            out.add(ref.split("/")[-1])
+        for value in node.values():
+            out |= _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            out |= _refs(value)
+    return out
+
+
+def _open_union(v2: dict, union: str) -> dict:
+    """One object definition for an open union of v2: the tag (an open enum), then each
+    variant's fields in order (and the fields the union itself declares)."""
+    node = v2[union]
+    _cls, tag, enum_name = V2_OPEN_UNIONS[union]
+    props: dict = {tag: {"$ref": f"#/$defs/{enum_name}"}}
+    required_each: list[set[str]] = []
+    values: list[str] = []
+    for alt in node["anyOf"]:
+        const = alt.get("properties", {}).get(tag, {}).get("const")
+        body: dict = {"properties": {}, "required": []}
+        if const is None:  # the `other` variant: the open enum's free string
+            body = {
+                "properties": {k: v for k, v in alt["properties"].items() if k != tag},
+                "required": [k for k in alt.get("required", []) if k != tag],
+            }
+        else:
+            values.append(const)
+        for part in alt.get("allOf", []):
+            body = v2[part["$ref"].split("/")[-1]]
+        required_each.append(set(body.get("required", [])))
+        for key, prop in body.get("properties", {}).items():
+            if key != "_meta":
+                props.setdefault(key, prop)
+    for key, prop in node.get("properties", {}).items():
+        if key != "_meta":
+            props.setdefault(key, prop)
+    if union == "RequestPermissionSubject":
+        # `ToolCallUpdate` is the tagged `tool_call_update` variant, whose class writes its
+        # `sessionUpdate` tag; the subject's tool call has none: its own, untagged class.
+        props["toolCall"] = {"$ref": "#/$defs/PermissionToolCall"}
+    if union == "StateUpdate":
+        # Only `idle` carries a stop reason (an open set of values: `error` holds a JSON-RPC
+        # error object, kept as JSON).
+        props["stopReason"] = {"type": ["string", "null"], "x-deserialize-default-on-error": True}
+        props["error"] = {"type": ["object", "null"], "x-deserialize-default-on-error": True}
+    props["_meta"] = {"type": ["object", "null"], "additionalProperties": True}
+    required = {tag} | (set.intersection(*required_each) if required_each else set())
+    enum = {"anyOf": [*({"type": "string", "const": v} for v in values), {"type": "string"}]}
+    return {
+        "description": (node.get("description") or "").split("\n")[0],
+        "type": "object",
+        "properties": props,
+        "required": [k for k in props if k in required],
+        "$enum": (enum_name, enum),
+    }
+
+
+def merge_v2(v1: dict, v2: dict) -> dict:
+    """v1's definitions with v2's additions (see the module's docstring)."""
+    defs = dict(v1)
+    for name in V2_SHARED:
+        old, new = v1[name], v2[name]
+        props = {k: v for k, v in old["properties"].items() if k != "_meta"}
+        for key, prop in new["properties"].items():
+            if key != "_meta":
+                props.setdefault(key, prop)
+        props["_meta"] = old["properties"]["_meta"]
+        required = set(old.get("required", [])) & set(new.get("required", []))
+        defs[name] = {**old, "properties": props, "required": [k for k in props if k in required]}
+    defs["PermissionToolCall"] = {
+        **defs["ToolCallUpdate"],
+        "description": "The tool call a permission request is about (a tool call upsert).",
+    }
+    for union in V2_OPEN_UNIONS:
+        merged = _open_union(v2, union)
+        enum_name, enum = merged.pop("$enum")
+        defs[V2_OPEN_UNIONS[union][0]] = merged
+        defs[enum_name] = enum
+    # Every v2-only definition the new updates and fields reach; v1's keep v1's shape.
+    todo = [*V2_UPDATES.values(), *V2_SHARED, *V2_OPEN_UNIONS]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in defs:
+            defs[name] = v2[name]
+        for ref in sorted(_refs(defs[name]), reverse=True):
+            if ref not in v1 or ref in V2_OPEN_UNIONS:
+                todo.append(ref)
+    union = defs["SessionUpdate"]
+    alts = list(union["oneOf"])
+    for tag, ref in V2_UPDATES.items():
+        alts.append(
+            {
+                "type": "object",
+                "properties": {"sessionUpdate": {"type": "string", "const": tag}},
+                "required": ["sessionUpdate"],
+                "allOf": [{"$ref": f"#/$defs/{ref}"}],
+            }
+        )
+    defs["SessionUpdate"] = {**union, "oneOf": alts}
+    return defs
 
 
 def snake(name: str) -> str:
@@ -450,6 +618,17 @@ class Gen:
         for _d, (cls, tf, tv) in sorted(tagged.items(), key=lambda kv: kv[1][0]):
             out.append(f"    {cls}: ({tf!r}, {tv!r}),")
         out.append("}")
+        out.append(
+            "# v2's open unions as one class: (tag field, its open enum). A variant whose tag is"
+        )
+        out.append(
+            "# not a member is a custom or future one, whose other fields the schema leaves open."
+        )
+        out.append("OPEN_TAGS: dict[type[Any], tuple[str, type[enum.StrEnum]]] = {")
+        for cls, tf, enum_name in sorted(V2_OPEN_UNIONS.values()):
+            if cls in emitted:
+                out.append(f"    {cls}: ({tf!r}, {enum_name}),")
+        out.append("}")
         names = sorted(emitted | set(self.enums) | set(self.union_variants) | set(HOOK_UNIONS))
         out.append("\n__all__ = [")
         for n in names:
@@ -585,9 +764,9 @@ class Gen:
 
 
 HEADER = '''\
-# Generated by scripts/gen_model.py from the ACP v1 schema: do not edit by hand.
+# Generated by scripts/gen_model.py from the ACP v1 schema and v2's additions: do not edit.
 # ruff: noqa: E501, F401, RUF023
-"""Every ACP v1 type as a frozen class (design/model.md §5)."""
+"""Every ACP v1 type, and what ACP v2 adds, as a frozen class (design/model.md §5)."""
 
 from __future__ import annotations
 
@@ -647,7 +826,9 @@ def main() -> int:
     if schema_path is None:
         print("schema.json not found", file=sys.stderr)
         return 2
-    text = Gen(json.loads(schema_path.read_text())).run()
+    schema = json.loads(schema_path.read_text())
+    schema["$defs"] = merge_v2(schema["$defs"], json.loads(SCHEMA_V2.read_text())["$defs"])
+    text = Gen(schema).run()
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             rel = OUT.relative_to(ROOT)

@@ -4,9 +4,16 @@
 # arguments go to pytest. Needs root (or unprivileged user namespaces), util-linux `unshare` and
 # iproute2 `ip`; install the agents first with scripts/install-agents.sh (ACP_FAST_AGENTS
 # overrides where they are). Where no namespace can be made, the tests run outside one: the
-# replay tests pass and the real-agent tests are skipped with one line saying why.
+# replay tests pass and the real-agent tests are skipped with one line saying why. Arguments
+# naming files or tests under tests/interop run only those (`run-interop.sh
+# tests/interop/test_v2_agents.py -x`); otherwise the whole folder runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+where=(tests/interop)
+for argument in "$@"; do
+  case "$argument" in tests/interop/*) where=() ;; esac
+done
 
 python="${PYTHON:-$(command -v python || command -v python3)}"
 problem=""
@@ -22,7 +29,7 @@ fi
 
 if [ -n "$problem" ]; then
   echo "run-interop: $problem; running without the real agents" >&2
-  ACP_FAST_NETNS_PROBLEM="$problem" exec "$python" -m pytest tests/interop "$@"
+  ACP_FAST_NETNS_PROBLEM="$problem" exec "$python" -m pytest "${where[@]}" "$@"
 fi
-exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$0" -m pytest tests/interop "$@"' \
-  "$python" "$@"
+exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$0" -m pytest "$@"' \
+  "$python" "${where[@]}" "$@"

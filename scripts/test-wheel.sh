@@ -6,6 +6,7 @@
 # cases, REPEAT times each.
 #
 #   scripts/test-wheel.sh PYTHON [pytest args...]    (default: the whole suite)
+#   WHEEL=path scripts/test-wheel.sh PYTHON ...      (test that wheel, built already)
 # Needs the `wheels` extra (maturin, ziglang, auditwheel) on PATH, e.g. .ci/run's .venv.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,11 +21,17 @@ work=$PWD/target/wheel-test/$tag
 export CARGO_TARGET_DIR=target/wheel
 
 rm -rf "$work" && mkdir -p "$work/dist"
-started=$SECONDS
-maturin build --quiet --release --zig --compatibility manylinux2014 --interpreter "$python" \
-    --out "$work/dist"
-wheel=$(ls "$work"/dist/acp_fast-*-"$tag"-"$tag"-manylinux*.whl)
-echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS - started)) s"
+if [ -n "${WHEEL:-}" ]; then  # built already (.ci/run builds the wheels while tests run)
+    cp "$WHEEL" "$work/dist/"
+    wheel=$(ls "$work"/dist/acp_fast-*-"$tag"-"$tag"-manylinux*.whl)
+    echo "testing $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
+else
+    started=$SECONDS
+    maturin build --quiet --release --zig --compatibility manylinux2014 --interpreter "$python" \
+        --out "$work/dist"
+    wheel=$(ls "$work"/dist/acp_fast-*-"$tag"-"$tag"-manylinux*.whl)
+    echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS - started)) s"
+fi
 python scripts/check_dist.py "$wheel"
 
 "$python" -m venv "$work/venv"

@@ -5,6 +5,7 @@ client unchanged: the same outcomes and the same messages."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -57,6 +58,9 @@ class SyncOverAsync:
             self._loop.close()
             raise
         self._views: dict[int, SyncSession] = {}
+        # close() may come from two threads at once (a test stops the agent from another
+        # thread, then cleans up): the loop is closed by one of them, never by both.
+        self._closing = threading.Lock()
 
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         if self._loop.is_closed():
@@ -135,10 +139,11 @@ class SyncOverAsync:
     # shutdown
     def close(self, *, grace: float = 0.0) -> None:
         self._client.close(grace=grace)
-        if not self._loop.is_running() and not self._loop.is_closed():
-            # Let the callbacks close() scheduled run, then release the loop's descriptors.
-            self._loop.run_until_complete(asyncio.sleep(0))
-            self._loop.close()
+        with self._closing:
+            if not self._loop.is_running() and not self._loop.is_closed():
+                # Let the callbacks close() scheduled run, then release the loop's descriptors.
+                self._loop.run_until_complete(asyncio.sleep(0))
+                self._loop.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)

@@ -154,6 +154,54 @@ def wait_for_lines(
     return read_lines(path)
 
 
+# The v2 (preview) answer to `initialize` of the shell agents: `session: {}`, the baseline.
+V2_INIT_RESULT = (
+    '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"acp-test",'
+    '"version":"1.0.0"},"capabilities":{"session":{}}}}'
+)
+
+
+class ShWire:
+    """The lines of the shell agents above in one ACP version, so one test runs in both: in
+    v2 `agent` answers `initialize` with 2 and starts each prompt with the acknowledgement
+    (``{"messageId":"u1"}``) and `running`; `chunk` carries the message id ``m1``; `end` is the
+    `idle` update with the stop reason instead of the prompt's answer."""
+
+    MESSAGE_ID = "m1"
+
+    def __init__(self, protocol: str = "v1") -> None:
+        self.protocol = protocol
+        self.v2 = protocol == "v2"
+        #: What the reply's message id counts against ``response_bytes`` (v2: once a message).
+        self.id_bytes = len(self.MESSAGE_ID) if self.v2 else 0
+
+    def chunk(self, text: str, kind: str = "agent_message_chunk") -> str:
+        """A text chunk update line; `text` must already be JSON-escaped."""
+        if not self.v2:
+            return chunk_line(text, kind)
+        return update_line(
+            '{"sessionUpdate":"' + kind + '","messageId":"' + self.MESSAGE_ID + '",'
+            '"content":{"type":"text","text":"' + text + '"}}'
+        )
+
+    def end(self, request_id: int, stop_reason: str = "end_turn") -> str:
+        """The line that ends the turn of prompt `request_id`."""
+        if not self.v2:
+            return stop_line(request_id, stop_reason)
+        return update_line(
+            '{"sessionUpdate":"state_update","state":"idle","stopReason":"' + stop_reason + '"}'
+        )
+
+    def agent(self, log: Path | None, prompt_action: str, *extra_cases: str) -> str:
+        """`agent(log, prompt_action, *extra_cases)` speaking this version."""
+        if not self.v2:
+            return agent(log, prompt_action, *extra_cases)
+        ack = with_id('{"jsonrpc":"2.0","id":@ID@,"result":{"messageId":"u1"}}')
+        running = emit(update_line('{"sessionUpdate":"state_update","state":"running"}'))
+        script = agent(log, f"{GET_ID}; {ack}; {running}; {prompt_action}", *extra_cases)
+        return script.replace(emit(INIT_RESULT), emit(V2_INIT_RESULT), 1)
+
+
 # --- processes ---------------------------------------------------------------------------------
 
 
@@ -190,6 +238,16 @@ def kill_if_alive(pid: int | None) -> None:
 # --- observer ----------------------------------------------------------------------------------
 
 
+#: What ACP v2 adds to every turn beside the v1 updates it mirrors: its lifecycle (`running`,
+#: `requires_action`, `idle`) and the echo of the user's message.
+V2_LIFECYCLE = frozenset({"state_update", "user_message"})
+
+
+def content_of(updates: list[Any]) -> list[Any]:
+    """`updates` without v2's turn lifecycle: in both versions, the turn's content."""
+    return [u for u in updates if u.session_update not in V2_LIFECYCLE]
+
+
 class Journal:
     """The seed's TestJournal: records every update and every committed permission request."""
 
@@ -214,6 +272,11 @@ class Journal:
     @property
     def sequences(self) -> list[int]:
         return [update.update_sequence for update in self.updates]
+
+    @property
+    def content(self) -> list[Any]:
+        """The updates but v2's lifecycle ones: the same list in v1 and v2."""
+        return content_of(self.updates)
 
 
 class UpdateCounter:
@@ -271,6 +334,28 @@ def journal() -> Journal:
     return Journal()
 
 
+PROTOCOLS = ("v1", "v2")
+
+
+@pytest.fixture(params=PROTOCOLS)
+def protocol(request: pytest.FixtureRequest) -> str:
+    """The ACP version a test's client asks for and its scripted agent speaks: every test of
+    behaviour both versions share runs once per version (issue 25)."""
+    return str(request.param)
+
+
+def v1_only(why: str) -> pytest.MarkDecorator:
+    """Runs a test of the `protocol` fixture with v1 alone; `why` says what v2 lacks."""
+    assert why
+    return pytest.mark.parametrize("protocol", ["v1"])
+
+
+def protocol_option(protocol: str) -> dict[str, str]:
+    """The client's keyword for `protocol`: none for v1 (the default), so v1 runs exactly as
+    before the option existed."""
+    return {} if protocol == "v1" else {"protocol": protocol}
+
+
 ClientFactory = Callable[..., Any]
 
 
@@ -290,7 +375,26 @@ def client_class(driver: str) -> Any:
 
 
 @pytest.fixture
-def make_client(journal: Journal, client_driver: str) -> Iterator[ClientFactory]:
+def client_protocol() -> str:
+    """The ACP version `make_client` asks for: v1; a test both versions share parametrizes it
+    (`both_protocols`) and writes its shell agent with the `wire` fixture."""
+    return "v1"
+
+
+#: Runs a `make_client` test in both versions (its agent written with `wire`).
+both_protocols = pytest.mark.parametrize("client_protocol", PROTOCOLS)
+
+
+@pytest.fixture
+def wire(client_protocol: str) -> ShWire:
+    """The shell agents' lines in `make_client`'s version."""
+    return ShWire(client_protocol)
+
+
+@pytest.fixture
+def make_client(
+    journal: Journal, client_driver: str, client_protocol: str
+) -> Iterator[ClientFactory]:
     """`make_client(script, **overrides)`: an `acp.Client` running `/bin/sh -c script` with the
     seed's test options (default reader limits, 1 MiB / 1024 transfer limits, epoch 1, client
     info acp-test, the `journal` fixture as observer). `command=` replaces /bin/sh; any other
@@ -305,6 +409,7 @@ def make_client(journal: Journal, client_driver: str) -> Iterator[ClientFactory]
             "transport_epoch": 1,
             "client_info": TEST_CLIENT_INFO,
             "observer": journal,
+            **protocol_option(client_protocol),
         }
         options.update(overrides)
         client = client_class(client_driver)(command, **options)

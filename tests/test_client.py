@@ -19,7 +19,9 @@ from conftest import (
     INIT_RESULT,
     NEW_RESULT,
     Journal,
+    ShWire,
     agent,
+    both_protocols,
     chunk_line,
     emit,
     limits,
@@ -345,18 +347,18 @@ def test_malformed_results_raise_protocol_error(
 
 
 def test_unknown_session_update_is_delivered(make_client, journal: Journal) -> None:
-    unknown = update_line('{"sessionUpdate":"plan_update","entries":[{"content":"x"}]}')
+    unknown = update_line('{"sessionUpdate":"_vendor_progress","entries":[{"content":"x"}]}')
     client = make_client(agent(None, emit(unknown, chunk_line("after"), stop_line(2))))
     client.start()
     assert client.prompt("hello") == "after"
     assert len(journal.updates) == 2
     first = journal.updates[0]
     assert first.kind == acp.UpdateKind.UNKNOWN
-    assert first.session_update == "plan_update"
+    assert first.session_update == "_vendor_progress"
     assert first.update_sequence == 1
     assert first.envelope == unknown
     assert first.text == ""
-    assert first.json() == {"sessionUpdate": "plan_update", "entries": [{"content": "x"}]}
+    assert first.json() == {"sessionUpdate": "_vendor_progress", "entries": [{"content": "x"}]}
     assert journal.updates[1].kind == acp.UpdateKind.AGENT_MESSAGE_CHUNK
     assert journal.updates[1].update_sequence == 2
 
@@ -802,45 +804,44 @@ def test_missing_callbacks_are_fine_without_durable(make_client, observer: Any) 
 
 # --- limits -------------------------------------------------------------------------------------
 
-LIMIT_CHUNK = chunk_line("x" * 50)
 
-
+@both_protocols
 @pytest.mark.parametrize(
-    ("pad", "update_bytes", "accepted"),
-    [
-        ("", len(LIMIT_CHUNK), True),
-        ("  ", len(LIMIT_CHUNK), True),
-        ("", len(LIMIT_CHUNK) - 1, False),
-        ("  ", len(LIMIT_CHUNK) - 1, False),
-    ],
+    ("pad", "spare", "accepted"),
+    [("", 0, True), ("  ", 0, True), ("", -1, False), ("  ", -1, False)],
 )
 def test_update_bytes_limit(
-    make_client, journal: Journal, pad: str, update_bytes: int, accepted: bool
+    make_client, journal: Journal, wire: ShWire, pad: str, spare: int, accepted: bool
 ) -> None:
-    action = f"printf '%s\\n' {sq(pad + LIMIT_CHUNK + pad)}; {emit(stop_line(2))}"
-    client = make_client(agent(None, action), transfer_limits=limits(update_bytes=update_bytes))
+    line = wire.chunk("x" * 50)  # the longest update line of the turn
+    action = f"printf '%s\\n' {sq(pad + line + pad)}; {emit(wire.end(2))}"
+    client = make_client(
+        wire.agent(None, action), transfer_limits=limits(update_bytes=len(line) + spare)
+    )
     client.start()
     if accepted:
         assert client.prompt("hello") == "x" * 50
-        assert journal.texts == ["x" * 50]
+        assert [u.text for u in journal.content] == ["x" * 50]
         return
     with pytest.raises(acp.UpdateCapacityExceeded) as caught:
         client.prompt("hello")
     assert "update_bytes" in str(caught.value)
-    assert journal.updates == []
+    assert journal.content == []
 
 
-def test_update_count_limit(make_client, journal: Journal) -> None:
+@both_protocols
+def test_update_count_limit(make_client, journal: Journal, wire: ShWire) -> None:
+    lifecycle = 1 if wire.v2 else 0  # v2's running is an update too
     client = make_client(
-        agent(None, emit(chunk_line("1"), chunk_line("2"), chunk_line("3"), stop_line(2))),
-        transfer_limits=limits(update_count=2),
+        wire.agent(None, emit(wire.chunk("1"), wire.chunk("2"), wire.chunk("3"), wire.end(2))),
+        transfer_limits=limits(update_count=2 + lifecycle),
     )
     client.start()
     with pytest.raises(acp.UpdateCountCapacityExceeded) as caught:
         client.prompt("hello")
     assert "update_count" in str(caught.value)
-    assert journal.texts == ["1", "2"]
-    assert journal.sequences == [1, 2]
+    assert [u.text for u in journal.content] == ["1", "2"]
+    assert journal.sequences == list(range(1, 3 + lifecycle))
 
 
 def test_update_count_spans_the_client_life(make_client, journal: Journal) -> None:
@@ -863,15 +864,19 @@ def test_update_count_spans_the_client_life(make_client, journal: Journal) -> No
 CANCEL_LINE = '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"acp-test"}}'
 
 
-def test_response_segment_overflow(make_client, journal: Journal, tmp_path: Path) -> None:
+@both_protocols
+def test_response_segment_overflow(
+    make_client, journal: Journal, tmp_path: Path, wire: ShWire
+) -> None:
     log = tmp_path / "received.jsonl"
-    script = agent(
+    script = wire.agent(
         log,
-        emit(chunk_line("a"), chunk_line("b"), chunk_line("c")),
+        emit(wire.chunk("a"), wire.chunk("b"), wire.chunk("c")),
         '*\'"method":"session/cancel"\'*) '
-        + emit(chunk_line("d"), stop_line(2, "cancelled"))
+        + emit(wire.chunk("d"), wire.end(2, "cancelled"))
         + " ;;",
     )
+    lifecycle = 1 if wire.v2 else 0  # v2's running before the chunks
     client = make_client(script, transfer_limits=limits(response_segment_count=1))
     client.start()
     result = client.prompt_detailed("hello")
@@ -880,47 +885,48 @@ def test_response_segment_overflow(make_client, journal: Journal, tmp_path: Path
         stop_reason="cancelled",
         overflow=acp.Overflow(
             kind=acp.OverflowKind.RESPONSE_SEGMENTS,
-            admitted_bytes=1,
+            admitted_bytes=1 + wire.id_bytes,
             admitted_segments=1,
-            withheld_update_sequence=2,
+            withheld_update_sequence=2 + lifecycle,
         ),
     )
     assert result.overflow is not None
     assert result.overflow.kind.value == "response_segments"
-    assert journal.texts == ["a", "b", "c", "d"]
+    assert [u.text for u in journal.content] == ["a", "b", "c", "d"]
     time.sleep(0.2)
     lines = read_lines(log)
     assert lines.count(CANCEL_LINE) == 1
     assert sum('"session/cancel"' in line for line in lines) == 1
 
 
+@both_protocols
 def test_response_bytes_count_utf8_and_reset_per_prompt(
-    make_client, journal: Journal, tmp_path: Path
+    make_client, journal: Journal, tmp_path: Path, wire: ShWire
 ) -> None:
     log = tmp_path / "received.jsonl"
     action = (
         "prompt_count=$((prompt_count + 1)); "
         'if [ "$prompt_count" -eq 1 ]; then '
-        + emit(chunk_line("\\u00e9"), chunk_line("\u00e9"), chunk_line("x"))
+        + emit(wire.chunk("\\u00e9"), wire.chunk("\u00e9"), wire.chunk("x"))
         + "; else "
-        + emit(chunk_line("ab"), chunk_line("cd"), stop_line(3))
+        + emit(wire.chunk("ab"), wire.chunk("cd"), wire.end(3))
         + "; fi"
     )
-    script = agent(
+    script = wire.agent(
         log,
         action,
-        '*\'"method":"session/cancel"\'*) ' + emit(stop_line(2, "cancelled")) + " ;;",
+        '*\'"method":"session/cancel"\'*) ' + emit(wire.end(2, "cancelled")) + " ;;",
     )
-    client = make_client(script, transfer_limits=limits(response_bytes=4))
+    client = make_client(script, transfer_limits=limits(response_bytes=4 + wire.id_bytes))
     client.start()
     first = client.prompt_detailed("one")
     assert first.response == "\u00e9\u00e9"
     assert first.stop_reason == "cancelled"
     assert first.overflow == acp.Overflow(
         kind=acp.OverflowKind.RESPONSE_BYTES,
-        admitted_bytes=4,
+        admitted_bytes=4 + wire.id_bytes,
         admitted_segments=2,
-        withheld_update_sequence=3,
+        withheld_update_sequence=4 if wire.v2 else 3,  # v2's running is update 1
     )
     second = client.prompt_detailed("two")
     assert second == acp.PromptResult(response="abcd", stop_reason="end_turn", overflow=None)
@@ -1136,9 +1142,10 @@ def test_cwd_and_env(make_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 # --- prompt content -----------------------------------------------------------------------------
 
 
-def test_prompt_content_block_types_on_the_wire(make_client, tmp_path: Path) -> None:
+@both_protocols
+def test_prompt_content_block_types_on_the_wire(make_client, tmp_path: Path, wire: ShWire) -> None:
     log = tmp_path / "received.jsonl"
-    client = make_client(agent(log, emit(stop_line(2))))
+    client = make_client(wire.agent(log, emit(wire.end(2))))
     client.start()
     result = client.prompt_content(
         [
@@ -1172,10 +1179,11 @@ def test_prompt_content_block_types_on_the_wire(make_client, tmp_path: Path) -> 
     ]
 
 
-def test_prompt_text_is_escaped_into_one_line(make_client, tmp_path: Path) -> None:
+@both_protocols
+def test_prompt_text_is_escaped_into_one_line(make_client, tmp_path: Path, wire: ShWire) -> None:
     log = tmp_path / "received.jsonl"
     text = 'quote " backslash \\ newline \n cr \r tab \t ctl \x01 nul \x00 \u00e9 \U0001f600 </'
-    client = make_client(agent(log, emit(stop_line(2))))
+    client = make_client(wire.agent(log, emit(wire.end(2))))
     client.start()
     assert client.prompt(text) == ""
     lines = read_lines(log)
@@ -1184,8 +1192,9 @@ def test_prompt_text_is_escaped_into_one_line(make_client, tmp_path: Path) -> No
     assert sent["params"]["prompt"] == [{"type": "text", "text": text}]
 
 
-def test_prompt_returns_text(make_client) -> None:
-    client = make_client(agent(None, emit(chunk_line("a"), chunk_line("b"), stop_line(2))))
+@both_protocols
+def test_prompt_returns_text(make_client, wire: ShWire) -> None:
+    client = make_client(wire.agent(None, emit(wire.chunk("a"), wire.chunk("b"), wire.end(2))))
     client.start()
     response = client.prompt("hello")
     assert isinstance(response, str)

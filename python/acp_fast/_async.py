@@ -17,7 +17,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _calls, _login
 from ._async_session import AsyncSession as AsyncSession
@@ -403,8 +403,17 @@ class AsyncClient(_ClientBase[AsyncSession]):
         additional_directories: Iterable[str] = (),
         system_prompt: str | None = None,
         system_prompt_mode: str = "append",
+        replay_from: Literal["start"] | None = None,
     ) -> AsyncSession:
-        """Resumes a session (`session/resume`): the agent replays nothing."""
+        """Resumes a session (``session/resume``). Arguments as `load_session`, and:
+
+        Args:
+            replay_from: None (default): the agent replays nothing. "start" (ACP v2, the
+                agent's ``session.resume`` capability): the agent replays the session from its
+                start, and every replayed update is numbered, delivered and routed to it
+                before this returns, as `load_session` does in v1. In v1 it raises
+                `CapabilityError` (use `load_session`).
+        """
         return await self._run(
             _calls.load_session(
                 self,
@@ -415,6 +424,7 @@ class AsyncClient(_ClientBase[AsyncSession]):
                 True,
                 system_prompt,
                 system_prompt_mode,
+                replay_from,
             )
         )
 

@@ -14,6 +14,7 @@ observer without passing through here.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -23,6 +24,8 @@ from . import telemetry as _telemetry
 from ._agent_spec import ask_mode_to_set
 from ._convert import content_tuples, decode_list, session_infos, turn_result
 from ._errors import CapabilityError, ConnectError, TurnTimeout
+from ._options import host_side
+from ._text import printable
 from ._types import Initialize, Modes, PromptResult, Text, TurnResult
 
 if TYPE_CHECKING:
@@ -95,6 +98,10 @@ class ClientLike(Protocol[_S]):
     def _profile(self) -> AgentProfile | None: ...
     @property
     def _unstable(self) -> bool: ...
+    @property
+    def _capabilities(self) -> Any: ...
+    @property
+    def protocol(self) -> str: ...
     def _forget(self, session: Any) -> None: ...
     def _check_usable(self) -> None: ...
     def _default_session(self) -> _S: ...
@@ -164,8 +171,26 @@ def start(client: ClientLike[Any], new_session: bool, timeout: float | None) -> 
         _telemetry.started(client, failure)
         raise
     _telemetry.started(client)
+    _note_host_side(client)
     if session_id is not None:
         yield from ask_host(client, client._opened(session_id, cwd, ()))
+
+
+def _note_host_side(client: ClientLike[Any]) -> None:
+    """With ``protocol="auto"`` an agent that agrees to ACP v2 is not offered the files and
+    terminals ``capabilities`` asked to serve (v2 has none): say so once, on the
+    ``acp_fast`` logger (``client.serves_host`` is False), rather than let the host believe
+    it serves them."""
+    if client.protocol == "v1":
+        return
+    served = host_side(client._capabilities)
+    if served and client._live.protocol_version == 2:
+        logging.getLogger("acp_fast").warning(
+            "agent %s agreed to ACP v2, which has no host side: %s in capabilities are not "
+            'offered to it (use protocol="v1" to serve them)',
+            printable(client.agent_id),
+            ", ".join(served),
+        )
 
 
 SYSTEM_PROMPT_MODES = ("append", "override")
@@ -214,17 +239,32 @@ def load_session(
     resume: bool,
     system_prompt: str | None = None,
     system_prompt_mode: str = "append",
+    replay_from: str | None = None,
 ) -> Plan[_S]:
-    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``;
-    a system prompt as for `new_session`."""
+    """``session/load`` (replayed updates delivered before it returns) or ``session/resume``
+    (with ``replay_from="start"``, ACP v2's ``replayFrom``: replayed likewise); a system
+    prompt as for `new_session`."""
+    replay = check_replay_from(replay_from)
     prompt_arg = system_prompt_arg(system_prompt, system_prompt_mode)
     path, servers, directories = client._session_args(cwd, mcp_servers, additional_directories)
     client._register_roots(session_id, path, directories)  # a replay may use files
-    args = (session_id, path, servers, list(directories), resume, prompt_arg)
+    args: tuple[Any, ...] = (session_id, path, servers, list(directories), resume, prompt_arg)
+    if replay:  # the core refuses it in ACP v1 (CapabilityError: use load_session)
+        args += (True,)
     yield CoreCall("load_session", args)
     session = client._opened(session_id, path, directories)
     yield from ask_host(client, session)
     return session
+
+
+def check_replay_from(replay_from: object) -> bool:
+    """``resume_session``'s ``replay_from``: None (nothing replayed) or "start" (every
+    update from the session's start); True for "start"."""
+    if replay_from is None:
+        return False
+    if replay_from != "start":
+        raise ValueError(f'replay_from must be None or "start" (got {replay_from!r})')
+    return True
 
 
 # --- unstable calls (schema.unstable.json; `Client(unstable=True)`) ----------------------------

@@ -16,7 +16,14 @@ from . import _calls, _convert, _core, _elicitation, _login, _shutdown, _spawn_a
 from . import telemetry as _telemetry
 from ._core import CLIENT_CLOSED, Update
 from ._host import activity_callback, checked_capabilities
-from ._options import ClientInfo, _check_options, _check_type, _CoreOptions, _journal_epoch
+from ._options import (
+    ClientInfo,
+    _check_options,
+    _check_type,
+    _CoreOptions,
+    _journal_epoch,
+    host_side,
+)
 from ._session import Session, _SessionBase
 from ._types import (
     DEFAULT_READER_LIMITS,
@@ -89,6 +96,7 @@ class _ClientBase(Generic[_S]):
         interrupt: Literal["raise", "cancel"] = "raise",
         telemetry: bool | None = None,
         unstable: bool = False,
+        protocol: Literal["v1", "v2", "auto"] = "v1",
     ) -> None:
         """Validates the options and starts the agent (``start()`` then talks to it).
 
@@ -157,6 +165,15 @@ class _ClientBase(Generic[_S]):
                 ``Session.set_title``, ``Session.status``), each still refused with
                 `CapabilityError` unless the agent advertises it. Default False: they raise
                 `CapabilityError` naming this option.
+            protocol: The ACP version to speak: "v1" (default), "v2" (the v2 preview; an
+                agent that answers 1 fails `start` with `AgentProtocolError`) or "auto"
+                (offer 2, go on in v1 when the agent answers 1, as the official SDKs do).
+                ``protocol_version`` says what was agreed. The calls and results are the
+                same in both; what v2 lacks raises `CapabilityError` naming the version
+                (``load_session``: use ``resume_session(replay_from="start")``). v2 has no
+                host side: "v2" with files or terminals in ``capabilities`` is a
+                `ValueError`; with "auto" they are served only if the agent speaks v1
+                (`serves_host`).
 
         Raises:
             TypeError: an option has the wrong type (the message names it and the type
@@ -183,11 +200,13 @@ class _ClientBase(Generic[_S]):
             cancel_grace,
             session_state,
             interrupt,
+            protocol,
         )
         if not isinstance(unstable, bool):
             raise TypeError(f"unstable must be a bool (got {unstable!r})")
         self._unstable = unstable
         self._interrupt = interrupt
+        self._protocol = protocol
         self._session_state = session_state
         # Each open session's folded state (model.SessionState), by id.
         self._states: dict[str, Any] = {}
@@ -248,6 +267,7 @@ class _ClientBase(Generic[_S]):
                     self._asynchronous,
                     _policy_declines(weakref.ref(self)),
                 ),
+                protocol=protocol,
             )
         )
         if journal_epoch is not None:
@@ -298,7 +318,9 @@ class _ClientBase(Generic[_S]):
         strict = self._session_state == "strict"
         state = self._states.get(update.session_id)
         if state is None:
-            state = model.session_update_fold(mode_ids)
+            # v2's tool-call updates are upserts (the fold needs the agreed version).
+            version = self._live.protocol_version or 1
+            state = model.session_update_fold(mode_ids, protocol_version=version)
         self._states[update.session_id] = state.apply(
             model.decode_update(update.envelope, strict=strict), strict=strict
         )
@@ -393,6 +415,25 @@ class _ClientBase(Generic[_S]):
     def agent_error(self) -> str | None:
         """The message of the latest JSON-RPC error answer from the agent, if any."""
         return self._live.agent_error
+
+    @property
+    def protocol(self) -> str:
+        """The ``protocol`` the client was made with: "v1", "v2" or "auto"."""
+        return self._protocol
+
+    @property
+    def protocol_version(self) -> int | None:
+        """The ACP version the agent agreed to in ``initialize`` (1 or 2); None before
+        `start` has its answer."""
+        return self._live.protocol_version
+
+    @property
+    def serves_host(self) -> bool:
+        """True when the agent was offered the host side (files and terminals, from
+        ``capabilities``) and the client serves it: only in ACP v1. False before `start`,
+        without such capabilities, or when v2 was agreed (v2 has no ``fs/*`` or
+        ``terminal/*``: the agent's requests for them are answered "method not found")."""
+        return self.protocol_version == 1 and bool(host_side(self._capabilities))
 
     @property
     def initialize(self) -> Initialize:
@@ -541,8 +582,9 @@ class Client(_ClientBase[Session]):
     # --- calls ---------------------------------------------------------------------------
 
     def start(self, *, new_session: bool = True, timeout: float | None = None) -> None:
-        """Sends ``initialize`` (protocol version 1), then ``session/new`` in the client's
-        ``cwd``, which becomes the default session.
+        """Sends ``initialize`` (the version ``protocol`` offers; `protocol_version` then says
+        what was agreed), then ``session/new`` in the client's ``cwd``, which becomes the
+        default session.
 
         Args:
             new_session: False: only ``initialize`` (then, say, `authenticate` and
@@ -629,9 +671,17 @@ class Client(_ClientBase[Session]):
         additional_directories: Iterable[str] = (),
         system_prompt: str | None = None,
         system_prompt_mode: str = "append",
+        replay_from: Literal["start"] | None = None,
     ) -> Session:
-        """Resumes a session (``session/resume``): the agent replays nothing. Arguments as
-        `load_session`."""
+        """Resumes a session (``session/resume``). Arguments as `load_session`, and:
+
+        Args:
+            replay_from: None (default): the agent replays nothing. "start" (ACP v2, the
+                agent's ``session.resume`` capability): the agent replays the session from its
+                start, and every replayed update is numbered, delivered and routed to it
+                before this returns, as `load_session` does in v1. In v1 it raises
+                `CapabilityError` (use `load_session`).
+        """
         plan = _calls.load_session(
             self,
             session_id,
@@ -641,6 +691,7 @@ class Client(_ClientBase[Session]):
             True,
             system_prompt,
             system_prompt_mode,
+            replay_from,
         )
         return _calls.run(self, plan)
 

@@ -195,7 +195,7 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
     tool_calls = [_json.prune(call) for call in tool_calls or ()]
     plan, commands, usage = (None if v is None else _json.prune(v) for v in (plan, commands, usage))
     if tool_calls:
-        calls = decode_list("[" + ",".join(tool_calls) + "]", "ToolCall") or ()
+        calls = _tool_calls(tool_calls)
     if usage is not None:
         from . import model
 
@@ -217,6 +217,25 @@ def turn_result(payload: Any, *, typed: bool = True) -> TurnResult:
         compactions=_decode_texts(compactions, "CompactionUpdate"),
         tokens=token_usage(tokens),
     )
+
+
+def _tool_calls(texts: list[str]) -> tuple[Any, ...]:
+    """The turn's tool calls as ``model.ToolCall`` (leniently; unreadable ones left out). ACP
+    v2 announces a call by its first upsert, which may carry no title (the schema: "a new tool
+    call starts without a title"); v1's class requires one, so it reads as "" rather than
+    losing the call."""
+    from . import model
+
+    decoded = []
+    for text in texts:
+        value = json.loads(text)
+        if isinstance(value, dict) and not isinstance(value.get("title"), str):
+            value["title"] = ""
+        try:
+            decoded.append(model.ToolCall.from_json(value, strict=False))
+        except model.ProtocolDecodeError:
+            continue
+    return tuple(decoded)
 
 
 def _decode_texts(texts: list[str], kind: str) -> tuple[Any, ...]:

@@ -30,5 +30,19 @@ class UpdateKind(enum.StrEnum):
     #: (`ClientCapabilityConfig(compaction=True)`).
     COMPACTION_UPDATE = "compaction_update"
     COMPACTION_SUMMARY_CHUNK = "compaction_summary_chunk"
+    #: ACP v2 (``protocol="v2"``/``"auto"``): a whole user, agent or thought message by
+    #: ``messageId`` (the last one wins; later chunks of that id append). The reply is folded
+    #: from these, so ``TurnResult.response`` means the same in both versions.
+    USER_MESSAGE = "user_message"
+    AGENT_MESSAGE = "agent_message"
+    AGENT_THOUGHT = "agent_thought"
+    #: ACP v2: the session's activity (``Update.text`` is ``running``, ``idle`` or
+    #: ``requires_action``); the ``idle`` after a turn's ``running`` ends ``prompt()``.
+    STATE_UPDATE = "state_update"
+    #: ACP v2: a tool call's content item, a plan, a terminal's state and its output.
+    TOOL_CALL_CONTENT_CHUNK = "tool_call_content_chunk"
+    PLAN_UPDATE = "plan_update"
+    TERMINAL_UPDATE = "terminal_update"
+    TERMINAL_OUTPUT_CHUNK = "terminal_output_chunk"
     #: A `sessionUpdate` the client does not know (e.g. unstable variants); delivered as is.
     UNKNOWN = "unknown"

@@ -65,6 +65,11 @@ class LiveView:
         self._activity: deque[tuple[str, str]] = deque(maxlen=ACTIVITY_KEPT)  # (line, style)
         self._activity_count = 0
         self._mode = ""
+        # ACP v2: the session's state, and the message being streamed (its id, and how much of
+        # the kept reply came before it) so that a whole-message upsert replaces its text.
+        self._state = ""
+        self._message_id: str | None = None
+        self._message_at = 0
         self.updates = 0
         self.bytes = 0
         self._began = time.monotonic()
@@ -140,14 +145,15 @@ class LiveView:
         self.bytes += len(update.envelope.encode()) + 1
         kind = update.kind
         if kind == acp_fast.UpdateKind.AGENT_MESSAGE_CHUNK:
-            text = update.text
-            if text:
-                self._reply.append(text)
-                self._reply_chars += len(text)
-                while self._reply_chars > REPLY_CHARS and len(self._reply) > 1:
-                    dropped = len(self._reply.popleft())
-                    self._reply_chars -= dropped
-                    self._reply_dropped += dropped
+            self._add_reply(update.text, update.message_id)
+        elif kind == acp_fast.UpdateKind.AGENT_MESSAGE:
+            if update.message_id == self._message_id:
+                self._cut_reply(self._message_at)
+            self._add_reply(update.text, update.message_id)
+        elif kind == acp_fast.UpdateKind.STATE_UPDATE:
+            self._state = printable_line(update.text[:40])
+        elif kind == acp_fast.UpdateKind.PLAN_UPDATE:
+            self._plan = [(printable_line(e[:1000]), "") for e in update.text.split("\n") if e][:50]
         elif kind == acp_fast.UpdateKind.AGENT_THOUGHT_CHUNK:
             self._thought = (self._thought + printable(update.text))[-2000:]
             self._since = now
@@ -181,6 +187,27 @@ class LiveView:
             style = "yellow" if severity in ("warning", "error") else "cyan"
             self._activity.append((notice_line(update), style))
             self._activity_count += 1
+
+    def _add_reply(self, text: str, message_id: str | None) -> None:
+        if message_id != self._message_id:
+            self._message_id, self._message_at = message_id, self._reply_chars
+        if text:
+            self._reply.append(text)
+            self._reply_chars += len(text)
+            while self._reply_chars > REPLY_CHARS and len(self._reply) > 1:
+                dropped = len(self._reply.popleft())
+                self._reply_chars -= dropped
+                self._reply_dropped += dropped
+                self._message_at = max(0, self._message_at - dropped)
+
+    def _cut_reply(self, keep: int) -> None:
+        """Drops the kept reply's text after its first `keep` characters."""
+        while self._reply and self._reply_chars > keep:
+            last = self._reply.pop()
+            self._reply_chars -= len(last)
+            if self._reply_chars < keep:
+                self._reply.append(last[: keep - self._reply_chars])
+                self._reply_chars = keep
 
     def on_permission_commit(self, request: acp_fast.PermissionRequest) -> None:
         title = printable_line(request.title or request.tool_call_id or "(untitled)")
@@ -316,6 +343,8 @@ class LiveView:
         ]
         if self._mode:
             pieces.append(f"mode {self._mode}")
+        if self._state:
+            pieces.append(f"state {self._state}")
         if self._journal_path is not None:
             records = getattr(self._journal, "last_record", None)
             suffix = ""

@@ -85,6 +85,8 @@ class _CoreOptions:
     durable: bool = False
     #: `observer.on_elicitation` wrapped by `_elicitation.preview` (None: not advertised).
     elicitation_preview: Any = None
+    #: The ACP version to offer: "v1", "v2" or "auto" (offer 2, fall back to 1).
+    protocol: str = "v1"
 
 
 def _check_type(value: object, expected: type | tuple[type, ...], name: str, what: str) -> None:
@@ -104,6 +106,7 @@ def _check_options(
     cancel_grace: object,
     session_state: object,
     interrupt: object,
+    protocol: object = "v1",
 ) -> ClientInfo:
     """The client's options that the core does not check itself (first-use.md §1); the
     `ClientInfo` to report (the default one for None)."""
@@ -130,7 +133,47 @@ def _check_options(
         )
     if interrupt not in ("raise", "cancel"):
         raise ValueError(f'interrupt must be "raise" or "cancel" (got {interrupt!r})')
+    check_protocol(protocol, capabilities)
     return client_info
+
+
+#: The values of `Client(protocol=...)`.
+PROTOCOLS = ("v1", "v2", "auto")
+
+
+def check_protocol(protocol: object, capabilities: object) -> None:
+    """``protocol`` is one of `PROTOCOLS`; ``protocol="v2"`` with files or terminals to serve
+    is refused: ACP v2 has no host side (no ``fs/*``, no ``terminal/*``), so a client that
+    must serve them cannot keep that promise (with "auto" the agent decides; see
+    `Client.serves_host`)."""
+    if not isinstance(protocol, str):
+        raise TypeError(
+            f'protocol must be a str, one of "v1", "v2" or "auto" (got '
+            f"{type(protocol).__name__} {protocol!r})"
+        )
+    if protocol not in PROTOCOLS:
+        raise ValueError(f'protocol must be "v1", "v2" or "auto" (got {protocol!r})')
+    if protocol == "v2" and isinstance(capabilities, ClientCapabilityConfig):
+        served = host_side(capabilities)
+        if served:
+            raise ValueError(
+                f'protocol="v2" cannot serve {", ".join(served)}: ACP v2 has no fs/* or '
+                "terminal/* methods. Turn them off in capabilities=ClientCapabilityConfig("
+                "read_text_file=False, write_text_file=False, terminal=False), or use "
+                'protocol="auto" (served when the agent speaks v1) or protocol="v1"'
+            )
+
+
+def host_side(capabilities: ClientCapabilityConfig | None) -> list[str]:
+    """The host-side capabilities (ACP v1 only) `capabilities` serves, as the options name
+    them."""
+    if capabilities is None:
+        return []
+    return [
+        name
+        for name in ("read_text_file", "write_text_file", "terminal")
+        if getattr(capabilities, name)
+    ]
 
 
 def _journal_epoch(observer: object) -> int | None:

@@ -107,7 +107,9 @@ class _SessionBase:
     @property
     def state(self) -> Any:
         """The folded `acp_fast.model.SessionState` of this session's updates; None while the
-        client's ``session_state`` is "off"."""
+        client's ``session_state`` is "off". The same view in ACP v1 and v2 (v2's message
+        upserts replace a message's text, its tool-call updates announce new calls); v2's
+        ``state.activity`` is the session's "running" / "idle" / "requires_action"."""
         client = self._client
         if client._session_state == "off":
             return None
@@ -115,7 +117,10 @@ class _SessionBase:
         if state is None:
             from . import model
 
-            state = model.session_update_fold(m.id for m in self.modes.available)
+            version = client._live.protocol_version or 1
+            state = model.session_update_fold(
+                (m.id for m in self.modes.available), protocol_version=version
+            )
         return state
 
     # --- calls ---------------------------------------------------------------------------

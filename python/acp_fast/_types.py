@@ -171,7 +171,9 @@ class ClientCapabilityConfig:
     """What the client advertises in `initialize` and serves (design/host.md §1); fixed for the
     client's life. Files are confined to each session's cwd and additional directories (and
     ``additional_directories`` here) after resolving symlinks and ``..``; ``allow_any_path``
-    lifts that and should stay off."""
+    lifts that and should stay off. Files and terminals are ACP v1's: v2 has no host side, so
+    a client made with ``protocol="v2"`` refuses them (`ValueError`) and one made with
+    ``protocol="auto"`` serves them only when the agent speaks v1 (``client.serves_host``)."""
 
     read_text_file: bool = True
     write_text_file: bool = True

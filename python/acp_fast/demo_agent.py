@@ -1,7 +1,8 @@
 """A small, real ACP agent for demos, tests and benchmarks (standard library only).
 
-Run it as ``python -m acp_fast.demo_agent`` (or by path). It speaks ACP v1: JSON-RPC 2.0, one
-JSON object per line on stdin/stdout. It writes nothing but protocol messages on stdout (minified
+Run it as ``python -m acp_fast.demo_agent`` (or by path). It speaks ACP v1, and v2 (preview)
+when ``initialize`` offers it (see "ACP v2" below): JSON-RPC 2.0, one JSON object per line on
+stdin/stdout. It writes nothing but protocol messages on stdout (minified
 JSON, one message per line, flushed per message) and exits with status 0 when stdin ends.
 
 Methods
@@ -92,6 +93,25 @@ a prompt streams are answered at once, except further ``session/prompt`` request
 after it. The end of stdin never cuts a turn short: the agent finishes the running turn and any
 queued prompts (a permission request still unanswered counts as ``cancelled``), then exits 0.
 
+ACP v2: ``initialize`` with ``protocolVersion`` 2 (or more) is answered with 2, ``info`` (the
+``agentInfo`` above), ``capabilities.session.prompt.embeddedContext``, and the agent speaks v2
+from then on; an offer of 1 (or none) gets exactly the v1 agent above, and so does every offer
+with ``--max-protocol 1`` (a v1-only agent, for trying a client's fallback). The same turn, in v2's
+shape: ``session/prompt`` is answered at once with ``{"messageId": "msg-K"}`` (K counts message
+ids per process from 1), then ``state_update`` ``running`` and the ``user_message`` ``msg-K``
+with the prompt's blocks; the thought and the reply chunks carry a ``messageId`` each (one per
+turn for the thought, one for the reply); ``tool_call`` is sent as a ``tool_call_update``
+upsert; ``plan`` as ``plan_update`` (``plan: {"type": "items", "planId": "plan", "entries"}``);
+a permission request has ``title`` (the tool call's), ``subject: {"type": "tool_call",
+"toolCall"}``, with ``state_update`` ``requires_action`` before it and ``running`` after its
+answer. The turn ends with the whole reply as one ``agent_message`` (the same text the chunks
+streamed), then ``state_update`` ``idle`` with ``stopReason`` ``end_turn``, or at once with
+``idle`` ``cancelled`` on ``session/cancel``. v2 has no modes: ``session/new`` answers the two
+as a ``mode`` select config option (``configOptions``), set by ``session/set_config_option``
+(``configId`` ``mode``; answers ``{"configOptions"}``); ``session/set_mode`` is ``-32601``. No
+host mode in v2 (it has no ``fs/*`` or ``terminal/*``). Flood mode in v2 wraps the N chunks
+(with the turn's ``messageId``) in the acknowledgement, ``running`` and ``idle``.
+
 Flood mode (benchmarks): ``--flood-count N [--flood-bytes B]`` (B defaults to 64) replaces every
 prompt turn by exactly N ``agent_message_chunk`` updates whose text is B ASCII letters
 (``abc...z`` repeated), written in large batches, then the ``end_turn`` answer. No thought, plan
@@ -111,7 +131,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, BinaryIO
+
+from . import _agent_v2 as v2
 
 _FILE_RE = re.compile(r"[\w./-]*\w\.[A-Za-z]+\b")
 # A file name lies within one run of these characters and, if a run holds one, a match starts
@@ -211,12 +234,14 @@ class DemoAgent:
         delay: float = 0.0,
         flood_count: int | None = None,
         flood_bytes: int = 64,
+        max_protocol: int = 2,
     ) -> None:
         self._stdin = stdin
         self._out = out_fd
         self._delay = delay
         self._flood_count = flood_count
         self._flood_bytes = flood_bytes
+        self._max_protocol = max_protocol
         self._inbox: queue.Queue[_Item] = queue.Queue()
         self._backlog: deque[Any] = deque()
         self._sessions: dict[str, _Session] = {}
@@ -234,6 +259,10 @@ class DemoAgent:
         self._can_run = False
         self._host_counter = 0
         self._prompt_text = ""
+        # ACP v2 (initialize offered 2): the running turn's encoder, and the message ids.
+        self._v2 = False
+        self._v2_turn: v2.V2Turn | None = None
+        self._message_ids = v2.counter("msg")
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -271,6 +300,8 @@ class DemoAgent:
         )
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        if self._v2_turn is not None:  # a turn's update, in v2's shape
+            update = self._v2_turn.encode(update)
         self._send(
             {
                 "jsonrpc": "2.0",
@@ -333,6 +364,11 @@ class DemoAgent:
 
     def _request(self, request_id: Any, method: str, params: Any) -> None:
         if method == "initialize":
+            self._v2 = v2.negotiate(params, self._max_protocol) == 2
+            if self._v2:  # no host mode in v2: it has no fs/* or terminal/*
+                prompt: dict[str, Any] = {"prompt": {"embeddedContext": {}}}
+                self._respond(request_id, v2.initialize_result(_info(), prompt))
+                return
             capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
             capabilities = capabilities if isinstance(capabilities, dict) else {}
             fs = capabilities.get("fs")
@@ -353,11 +389,7 @@ class DemoAgent:
                         },
                     },
                     "authMethods": [],
-                    "agentInfo": {
-                        "name": "acp-fast-demo",
-                        "title": "acp-fast demo agent",
-                        "version": _version(),
-                    },
+                    "agentInfo": _info(),
                 },
             )
         elif method == "session/new":
@@ -367,8 +399,20 @@ class DemoAgent:
             self._session_counter += 1
             session = _Session(f"demo-{self._session_counter}", cwd)
             self._sessions[session.id] = session
-            self._respond(request_id, {"sessionId": session.id, "modes": _MODES})
-        elif method == "session/set_mode":
+            if self._v2:  # v2 has no modes: the same two as a config option
+                options = [_mode_option(session.mode)]
+                self._respond(request_id, {"sessionId": session.id, "configOptions": options})
+            else:
+                self._respond(request_id, {"sessionId": session.id, "modes": _MODES})
+        elif method == "session/set_config_option" and self._v2:
+            found = self._session_of(params)
+            value = params.get("value") if isinstance(params, dict) else None
+            if found is None or params.get("configId") != "mode" or value not in ("ask", "code"):
+                self._error(request_id, -32602, "invalid params")
+                return
+            found.mode = str(value)
+            self._respond(request_id, {"configOptions": [_mode_option(found.mode)]})
+        elif method == "session/set_mode" and not self._v2:
             found = self._session_of(params)
             mode = params.get("modeId") if isinstance(params, dict) else None
             if found is None or mode not in ("ask", "code"):
@@ -442,18 +486,30 @@ class DemoAgent:
         prompt_text = " ".join(" ".join(texts).split())
         self._turn_session = session.id
         self._cancelled = False
+        turn = None
+        if self._v2:  # the answer only acknowledges; `idle` ends the turn
+            turn = v2.V2Turn(partial(self._update, session.id), self._message_ids)
+            self._respond(request_id, {"messageId": turn.user_id})
+            turn.start(blocks)
+            self._v2_turn = turn
+        stop = "end_turn"
         try:
             if self._flood_count is not None:
                 self._flood(session)
             else:
                 self._turn(session, prompt_text)
+                if turn is not None:
+                    turn.final_message()
         except _Stop:
-            self._respond(request_id, {"stopReason": "cancelled"})
-            return
+            stop = "cancelled"
         finally:
+            self._v2_turn = None
             self._turn_session = None
             self._cancelled = False
-        self._respond(request_id, {"stopReason": "end_turn"})
+        if turn is None:
+            self._respond(request_id, {"stopReason": stop})
+        else:
+            turn.end(stop)
 
     def _turn(self, session: _Session, prompt_text: str) -> None:
         sid = session.id
@@ -627,14 +683,16 @@ class DemoAgent:
     ) -> str | None:
         """Ask the client; None when allowed, else "rejected", "cancelled" or "error"."""
         self._permission_counter += 1
-        params = {
-            "sessionId": session.id,
-            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"},
-            "options": _PERMISSION_OPTIONS,
-        }
+        tool_call = {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"}
+        params = {"sessionId": session.id, "toolCall": tool_call, "options": _PERMISSION_OPTIONS}
+        if self._v2:
+            params = v2.permission_params(session.id, tool_call, _PERMISSION_OPTIONS)
+            self._update(session.id, v2.state("requires_action"))
         answer = self._call_client(
             f"perm-{self._permission_counter}", "session/request_permission", params
         )
+        if self._v2:
+            self._update(session.id, v2.state("running"))
         if answer is None:  # stdin ended: no answer can come
             return "cancelled"
         result = answer.get("result")
@@ -653,23 +711,10 @@ class DemoAgent:
     def _flood(self, session: _Session) -> None:
         count = self._flood_count or 0
         line = session.flood_line
-        if line is None:
-            alphabet = "abcdefghijklmnopqrstuvwxyz"
-            text = (alphabet * (self._flood_bytes // len(alphabet) + 1))[: self._flood_bytes]
-            line = _dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {
-                        "sessionId": session.id,
-                        "update": {
-                            "sessionUpdate": "agent_message_chunk",
-                            "content": {"type": "text", "text": text},
-                        },
-                    },
-                }
-            )
-            session.flood_line = line
+        if self._v2_turn is not None:  # v2: the turn's message id in every chunk
+            line = self._flood_line(session, self._v2_turn.message_id("agent_message_chunk"))
+        elif line is None:
+            line = session.flood_line = self._flood_line(session, None)
         per_batch = max(1, min(_FLOOD_BATCH_LINES, _FLOOD_BATCH_BYTES // len(line)))
         batch = line * per_batch
         inbox = self._inbox
@@ -683,6 +728,33 @@ class DemoAgent:
             else:
                 self._write(line * (count - sent))
                 sent = count
+
+    def _flood_line(self, session: _Session, message_id: str | None) -> bytes:
+        alphabet = "abcdefghijklmnopqrstuvwxyz"
+        text = (alphabet * (self._flood_bytes // len(alphabet) + 1))[: self._flood_bytes]
+        update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk"}
+        if message_id is not None:
+            update["messageId"] = message_id
+        update["content"] = {"type": "text", "text": text}
+        params = {"sessionId": session.id, "update": update}
+        return _dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+
+def _info() -> dict[str, str]:
+    return {"name": "acp-fast-demo", "title": "acp-fast demo agent", "version": _version()}
+
+
+def _mode_option(current: str) -> dict[str, Any]:
+    """v2's stand-in for the two modes: a `mode` select config option."""
+    choices = [{"value": m["id"], "name": m["name"]} for m in _MODES["availableModes"]]
+    return {
+        "configId": "mode",
+        "name": "Mode",
+        "category": "mode",
+        "type": "select",
+        "currentValue": current,
+        "options": choices,
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -711,6 +783,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="B",
         help="flood mode: ASCII bytes of text per chunk (default 64)",
     )
+    parser.add_argument(
+        "--max-protocol",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="the highest ACP version it answers (default 2; 1: a v1-only agent)",
+    )
     return parser
 
 
@@ -737,6 +816,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         delay=delay,
         flood_count=args.flood_count,
         flood_bytes=args.flood_bytes,
+        max_protocol=args.max_protocol,
     )
     try:
         return agent.run()

@@ -32,6 +32,16 @@ When the recording answered every request, the agent then answers any further
 ``session/prompt`` with ``end_turn`` until its input ends; when it did not (the recorded agent
 hung or died), it exits, so the client sees its output end. It gives up (status 3, one line on
 stderr) after waiting 10 s for the client.
+
+ACP v2 (preview): a recording whose ``initialize`` was answered with ``protocolVersion`` 2 is
+played as v2, the answer byte for byte as any other (so the live client must offer 2: its
+``protocol="auto"`` or ``"v2"``). A v2 turn ends at the session's ``state_update`` ``idle``, not
+at the acknowledging answer: a recording whose last turn has no ``idle`` after its ``running``
+counts as unanswered (the agent exits after it), and further prompts get the acknowledgement
+``{"messageId": "replay-N"}``, ``running`` and ``idle`` ``end_turn``. A journal without the wire
+tap whose updates are v2's (``state_update``, the whole-message upserts, ``messageId``...) gets a
+made-up v2 handshake: ``initialize`` answered 2, the prompt acknowledged, and ``running`` before
+and ``idle`` ``end_turn`` after the recorded updates when they hold no such state of their own.
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ from functools import partial
 from operator import contains
 from typing import Any, BinaryIO
 
-from . import _json, journal
+from . import _json, _replay_v2, journal
 
 CLIENT_METHODS = ("initialize", "session/new", "session/prompt")
 WAIT_SECONDS = 10.0
@@ -207,6 +217,7 @@ def _from_journal(path: str, epoch: int | None) -> list[Entry]:
     entries = []
     first_session = ""
     wire_lines = False
+    v2 = False
     for record in run.records:
         kind = record.kind
         origin = f"record {record.number}"
@@ -222,6 +233,8 @@ def _from_journal(path: str, epoch: int | None) -> list[Entry]:
             message = None
         direction = "->" if kind == journal.RecordKind.SENT else "<-"
         entries.append(Entry(direction, message, record.envelope, origin))
+        if kind == journal.RecordKind.UPDATE and not v2:
+            v2 = _replay_v2.is_v2_update(message)
     if wire_lines:
         return entries
 
@@ -235,12 +248,16 @@ def _from_journal(path: str, epoch: int | None) -> list[Entry]:
     def answer(number: int, result: Any) -> Entry:
         return made("<-", {"jsonrpc": "2.0", "id": number, "result": result})
 
+    session_id = first_session or "replay-1"
+    if v2:
+        before, after = _replay_v2.made_up_turn(session_id, entries)
+        return [*(made(*m) for m in before), *entries, *(made(*m) for m in after)]
     capabilities = {"loadSession": False}
     return [
         request(0, "initialize"),
         answer(0, {"protocolVersion": 1, "agentCapabilities": capabilities, "authMethods": []}),
         request(1, "session/new"),
-        answer(1, {"sessionId": first_session or "replay-1"}),
+        answer(1, {"sessionId": session_id}),
         request(2, "session/prompt"),
         *entries,
         answer(2, {"stopReason": "end_turn"}),
@@ -288,6 +305,7 @@ class Replay:
         self.received: Counter[str] = Counter()
         self.answers: dict[str, dict[str, Any]] = {}
         self.cancels = 0
+        self.sessions: dict[str, str] = {}  # live request id (its key) -> params.sessionId
         self.ended = False
         self.log = log
         self.err = err
@@ -329,6 +347,10 @@ class Replay:
             self.differences += 1
             self.err(f"replay: client message {number + 1} ({entry.origin}) differs at {found}")
 
+    def session_of(self, request_id: Any) -> str:
+        """The session a live request named (for the answers the replay makes up)."""
+        return self.sessions.get(key(request_id), "")
+
     def _take(self, timeout: float) -> bool:
         try:
             message = self.inbox.get(timeout=timeout)
@@ -342,6 +364,10 @@ class Replay:
         if isinstance(method, str) and "id" in message:
             self.requests[method].append(message["id"])
             self.received[method] += 1
+            params = message.get("params")
+            session = params.get("sessionId") if isinstance(params, dict) else None
+            if isinstance(session, str) and len(self.sessions) < 4096:
+                self.sessions[key(message["id"])] = session
         elif method == "session/cancel":
             self.cancels += 1
         elif method is None and "id" in message:
@@ -409,6 +435,10 @@ def play(recording: Recording, log: BinaryIO | None, wait_cancel: bool) -> None:
     unanswered = {
         k for k, method in recorded_method.items() if replayed(method) and k not in answered
     }
+    version = _replay_v2.recorded_version(entries)
+    # A v2 turn ends at `idle`, not at its acknowledging answer: one that never went idle is
+    # as unanswered as a v1 prompt never answered.
+    unfinished = version == 2 and not _replay_v2.last_turn_ended(entries)
     # What the recorded agent wrote after a request of the client's, it wrote because of it:
     # nothing recorded after the client's n-th request of a method is sent before the live
     # client has sent that many (a turn's updates never run ahead of its session/prompt).
@@ -445,7 +475,7 @@ def play(recording: Recording, log: BinaryIO | None, wait_cancel: bool) -> None:
                     replay.wait(partial(contains, replay.answers, wanted), f"answer {wanted}")
         elif direction == "<-" and entry.raw is not None:
             replay.send(entry.raw.encode() + b"\n")  # a recorded line that is not JSON
-    if unanswered:
+    if unanswered or unfinished:
         # The recorded agent never answered these: wait until the live client has sent them
         # too, then end the output as the recording did.
         for method in {recorded_method[k] for k in unanswered}:
@@ -453,11 +483,18 @@ def play(recording: Recording, log: BinaryIO | None, wait_cancel: bool) -> None:
             replay.wait(partial(bool, live), method)
         return
     prompts = replay.requests["session/prompt"]
+    made_up = 0
     while True:
         replay.wait(lambda: bool(prompts), "another prompt", None)
-        replay.send(
-            wire({"jsonrpc": "2.0", "id": prompts.popleft(), "result": {"stopReason": "end_turn"}})
-        )
+        live_id = prompts.popleft()
+        if version == 1:
+            replay.send(
+                wire({"jsonrpc": "2.0", "id": live_id, "result": {"stopReason": "end_turn"}})
+            )
+            continue
+        made_up += 1
+        for message in _replay_v2.further_turn(live_id, replay.session_of(live_id), made_up):
+            replay.send(wire(message))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """`AsyncClient` beyond what the seed port and the fault suite check through `SyncOverAsync`:
 concurrency, awaited permission answers, task cancellation, `updates()` batches and
-backpressure, shutdown by the loop, threads and loops (design/async.md)."""
+backpressure, shutdown by the loop, threads and loops (design/async.md); in ACP v1 and v2 (the
+`protocol` fixture: the scripted agent answers the version offered)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from typing import Any
 import acp_fast as acp
 import procinfo
 import pytest
-from conftest import TEST_CLIENT_INFO, Journal, is_dead, wait_for
+from conftest import (
+    TEST_CLIENT_INFO,
+    V2_LIFECYCLE,
+    Journal,
+    is_dead,
+    protocol_option,
+    wait_for,
+)
 
 AGENT = Path(__file__).parents[1] / "sessions" / "session_agent.py"
 
@@ -39,7 +47,7 @@ MakeAsync = Callable[..., tuple[acp.AsyncClient, Path]]
 
 
 @pytest.fixture
-def make_async(tmp_path: Path) -> Iterator[MakeAsync]:
+def make_async(tmp_path: Path, protocol: str) -> Iterator[MakeAsync]:
     """`make_async(config=None, observer=Journal(), **options)`: an `AsyncClient` on the scripted
     session agent, and the agent's log of received lines."""
     clients: list[acp.AsyncClient] = []
@@ -64,7 +72,7 @@ def make_async(tmp_path: Path) -> Iterator[MakeAsync]:
             client_info=TEST_CLIENT_INFO,
             observer=Journal() if observer is None else observer,
             cwd=str(tmp_path),
-            **options,
+            **{**protocol_option(protocol), **options},
         )
         clients.append(client)
         return client, log
@@ -101,8 +109,9 @@ def test_two_sessions_prompt_at_once_with_interleaved_updates(make_async: MakeAs
     assert a.response == "".join(f"a{i} " for i in range(200))
     assert b.response == "".join(f"b{i} " for i in range(200))
     # One global sequence, in arrival order, alternating between the sessions.
-    assert journal.sequences == list(range(1, 401))
-    assert [u.session_id for u in journal.updates[:4]] == [first_id, second_id] * 2
+    assert journal.sequences == list(range(1, len(journal.updates) + 1))
+    assert len(journal.content) == 400
+    assert [u.session_id for u in journal.content[:4]] == [first_id, second_id] * 2
 
 
 def test_second_prompt_on_a_busy_session_raises_before_writing(make_async: MakeAsync) -> None:
@@ -124,15 +133,15 @@ def test_second_prompt_on_a_busy_session_raises_before_writing(make_async: MakeA
 
 
 def test_awaited_permission_resolved_after_50_updates(make_async: MakeAsync) -> None:
-    seen_after_ask: list[int] = []
+    seen_after_ask: list[acp.Update] = []
 
     class Observer(Journal):
         asked = False
 
         def on_update(self, update: Any) -> None:
             super().on_update(update)
-            if self.asked:
-                seen_after_ask.append(update.update_sequence)
+            if self.asked and update.session_update not in V2_LIFECYCLE:
+                seen_after_ask.append(update)
 
         def on_permission(self, request: acp.PermissionRequest) -> Any:
             self.asked = True
@@ -314,8 +323,9 @@ def test_on_update_returning_an_awaitable_is_a_type_error(make_async: MakeAsync)
 # --- updates() -----------------------------------------------------------------------------------
 
 
-def test_updates_batches_every_update_in_order(make_async: MakeAsync) -> None:
+def test_updates_batches_every_update_in_order(make_async: MakeAsync, protocol: str) -> None:
     journal = Journal()
+    lifecycle = 0 if protocol == "v1" else 3  # v2: running, the user message, idle
     client, _ = make_async(observer=journal)
 
     async def main() -> list[tuple[acp.Update, ...]]:
@@ -329,7 +339,7 @@ def test_updates_batches_every_update_in_order(make_async: MakeAsync) -> None:
         async for batch in it:
             batches.append(batch)
             total += len(batch)
-            if total == 1000:
+            if total == 1000 + lifecycle:
                 break
         await turn
         await it.aclose()
@@ -341,7 +351,9 @@ def test_updates_batches_every_update_in_order(make_async: MakeAsync) -> None:
     assert flat == journal.updates  # the same objects on_update received, in order
 
 
-def test_updates_iterator_ends_when_the_session_closes(make_async: MakeAsync) -> None:
+def test_updates_iterator_ends_when_the_session_closes(
+    make_async: MakeAsync, protocol: str
+) -> None:
     client, _ = make_async()
 
     async def main() -> int:
@@ -353,7 +365,7 @@ def test_updates_iterator_ends_when_the_session_closes(make_async: MakeAsync) ->
         await session.close()
         return sum([len(batch) async for batch in it])
 
-    assert run(main()) == 3
+    assert run(main()) == (3 if protocol == "v1" else 6)  # v2: running, user message, idle
 
 
 @pytest.mark.parametrize(
@@ -379,9 +391,12 @@ def rss() -> int:
 
 
 def test_slow_consumer_of_a_flood_keeps_memory_bounded_and_loses_nothing(
-    make_async: MakeAsync,
+    make_async: MakeAsync, protocol: str
 ) -> None:
-    count = 400_000  # ~50 MB of envelopes
+    # ~50 MB of envelopes; in v2 with the turn's running, user message and idle (the turn ends
+    # at that idle, an update: the consumer takes it too, or the paused reader never reads it).
+    chunks = 400_000
+    count = chunks + (0 if protocol == "v1" else 3)
     client, _ = make_async(observer=acp.Observer(on_update=lambda update: None))
     phases: list[str] = []
 
@@ -390,7 +405,7 @@ def test_slow_consumer_of_a_flood_keeps_memory_bounded_and_loses_nothing(
         session = client.default_session
         assert session is not None
         it = session.updates(max_latency=0.005, max_items=256)
-        turn = asyncio.ensure_future(session.prompt(f"flood {count}"))
+        turn = asyncio.ensure_future(session.prompt(f"flood {chunks}"))
         got = 0
         sequences: list[int] = []
         peak = 0
@@ -556,7 +571,8 @@ def test_uvloop_runs_the_client(make_async: MakeAsync) -> None:
         return (await client.default_session.prompt("stream 50")).response
 
     assert uvloop.run(main()) == "".join(f"c{i} " for i in range(50))
-    assert journal.sequences == list(range(1, 51))
+    assert journal.sequences == list(range(1, len(journal.updates) + 1))
+    assert len(journal.content) == 50
 
 
 def test_close_from_inside_a_callback_releases_everything(make_async: MakeAsync) -> None:

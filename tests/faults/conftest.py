@@ -17,9 +17,16 @@ def client_driver(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def watch(tmp_path: Path, client_driver: str) -> Iterator[Watch]:
+def fault_protocol() -> str:
+    """The ACP version of the watch's clients: v1; a module whose faults both versions share
+    overrides it with the `protocol` fixture (its shell agents then use `watch.wire`)."""
+    return "v1"
+
+
+@pytest.fixture
+def watch(tmp_path: Path, client_driver: str, fault_protocol: str) -> Iterator[Watch]:
     """The test's clients and every process their agents start; see `kit.Watch`."""
-    guard = Watch(tmp_path, client_driver)
+    guard = Watch(tmp_path, client_driver, fault_protocol)
     try:
         yield guard
     finally:

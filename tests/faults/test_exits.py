@@ -4,7 +4,8 @@ running, or exits while a process it started holds its stdout open.
 
 Documented outcome: the call in flight raises `AgentProtocolError` ("output ended …", with the
 exit status when it is known, and the tail of stderr with ``stderr="tail"``); a write to an agent
-that has already exited raises `AgentTransportFailed`.
+that has already exited raises `AgentTransportFailed`. In ACP v1 and v2 alike (the shell agents
+speak the version through `watch.wire`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ import time
 
 import acp_fast as acp
 import pytest
-from conftest import SETSID, agent, chunk_line, emit, sq, stop_line, wait_for
+from conftest import SETSID, emit, sq, v1_only, wait_for
 
 from .kit import Watch, alive, cat, raw_file, write_pid
+
+
+@pytest.fixture
+def fault_protocol(protocol: str) -> str:
+    """An agent's end of output is the same fault in both versions."""
+    return protocol
+
 
 STDERR_TAIL = re.compile(r"\nagent stderr \(last (\d+) bytes\):\n(.*)\Z", re.S)
 
@@ -83,20 +91,27 @@ def test_dies_at_once_with_a_message_on_stderr(watch: Watch) -> None:
 
 
 def test_exits_between_two_updates(watch: Watch) -> None:
-    client = watch.client(agent(None, emit(chunk_line("one"), chunk_line("two")) + "; exit 0"))
+    client = watch.client(
+        watch.wire.agent(None, emit(watch.wire.chunk("one"), watch.wire.chunk("two")) + "; exit 0")
+    )
     client.start()
     with pytest.raises(acp.AgentProtocolError) as caught:
         client.prompt("hello")
     message = str(caught.value)
-    assert "output ended before the response to session/prompt (id 2)" in message
+    if watch.protocol == "v1":
+        assert "output ended before the response to session/prompt (id 2)" in message
+    else:  # acknowledged: the turn's end (its idle) is what never came
+        assert "output ended" in message
     assert "exited with status 0" in message
     watch.assert_updates(["one", "two"])
     watch.assert_clean()
 
 
 def test_exits_in_the_middle_of_a_line(watch: Watch) -> None:
-    half = chunk_line("lost")[:40]
-    client = watch.client(agent(None, emit(chunk_line("kept")) + f"; printf '%s' '{half}'; exit 0"))
+    half = watch.wire.chunk("lost")[:40]
+    client = watch.client(
+        watch.wire.agent(None, emit(watch.wire.chunk("kept")) + f"; printf '%s' '{half}'; exit 0")
+    )
     client.start()
     with pytest.raises(acp.AgentProtocolError, match="invalid JSON"):
         client.prompt("hello")
@@ -105,7 +120,7 @@ def test_exits_in_the_middle_of_a_line(watch: Watch) -> None:
 
 
 def test_exits_with_a_nonzero_code(watch: Watch) -> None:
-    client = watch.client(agent(None, emit(chunk_line("before")) + "; exit 3"))
+    client = watch.client(watch.wire.agent(None, emit(watch.wire.chunk("before")) + "; exit 3"))
     client.start()
     with pytest.raises(acp.AgentProtocolError, match="exited with status 3"):
         client.prompt("hello")
@@ -129,7 +144,8 @@ def test_killed_from_outside(watch: Watch) -> None:
 
     killer = Killer()
     client = watch.client(
-        agent(None, emit(chunk_line("first"), chunk_line("second"))), observer=killer
+        watch.wire.agent(None, emit(watch.wire.chunk("first"), watch.wire.chunk("second"))),
+        observer=killer,
     )
     assert client.pid is not None
     killer.pid = client.pid
@@ -147,12 +163,12 @@ def test_closes_stdout_and_keeps_running(watch: Watch) -> None:
     close() still kills it."""
     pid_file = watch.pid_file("agent.pid")
     action = (
-        emit(chunk_line("last words"))
+        emit(watch.wire.chunk("last words"))
         + "; exec 1>&-; "
         + write_pid(pid_file)
         + "; while :; do sleep 1; done"
     )
-    client = watch.client(agent(None, action))
+    client = watch.client(watch.wire.agent(None, action))
     client.start()
     started = time.monotonic()
     with pytest.raises(acp.AgentProtocolError, match="output ended"):
@@ -171,12 +187,12 @@ def test_grandchild_holds_stdout_after_the_agent_exits(watch: Watch, stderr: str
     fails within 0.5 s saying the agent exited, instead of waiting for the pipe to end."""
     pid_file = watch.pid_file("grandchild.pid")
     action = (
-        emit(chunk_line("started a helper"))
+        emit(watch.wire.chunk("started a helper"))
         + "; echo 'agent: giving up' >&2; sleep 100 & "
         + write_pid(pid_file, "$!")
         + "; exit 5"
     )
-    client = watch.client(agent(None, action), stderr=stderr)
+    client = watch.client(watch.wire.agent(None, action), stderr=stderr)
     client.start()
     started = time.monotonic()
     with pytest.raises(acp.AgentProtocolError) as caught:
@@ -199,11 +215,11 @@ def test_setsid_grandchild_holds_stdout_after_the_agent_exits(watch: Watch) -> N
     so it is out of reach (documented); the test kills it."""
     pid_file = watch.pid_file("helper.pid")
     action = (
-        emit(chunk_line("detaching"))
+        emit(watch.wire.chunk("detaching"))
         + f"; {SETSID} sh -c {sq(write_pid(pid_file) + '; exec sleep 100')} & "
         + f"while [ ! -s {sq(str(pid_file))} ]; do sleep 0.01; done; exit 0"
     )
-    client = watch.client(agent(None, action))
+    client = watch.client(watch.wire.agent(None, action))
     client.start()
     started = time.monotonic()
     with pytest.raises(acp.AgentProtocolError, match="exited with status 0"):
@@ -215,10 +231,11 @@ def test_setsid_grandchild_holds_stdout_after_the_agent_exits(watch: Watch) -> N
     watch.assert_clean()
 
 
+@v1_only("the v2 shell agent acknowledges first; v2's error answers: sessions/test_v2_turns")
 def test_stderr_tail_is_appended_only_when_output_ends(watch: Watch) -> None:
     """An error answer is not an end of output: its message is the agent's, with no tail."""
     error = '{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"quota exceeded"}}'
-    client = watch.client(agent(None, "echo 'noise' >&2; " + emit(error)), stderr="tail")
+    client = watch.client(watch.wire.agent(None, "echo 'noise' >&2; " + emit(error)), stderr="tail")
     client.start()
     with pytest.raises(acp.AgentProtocolError) as caught:
         client.prompt("hello")
@@ -230,8 +247,10 @@ def test_stderr_tail_is_appended_only_when_output_ends(watch: Watch) -> None:
 
 def test_last_line_without_newline_before_exit_is_kept(watch: Watch) -> None:
     """The agent's last line needs no newline: a response written just before exiting counts."""
-    stop = raw_file(watch, "stop.jsonl", (chunk_line("done") + "\n" + stop_line(2)).encode())
-    client = watch.client(agent(None, cat(stop) + "; exit 0"))
+    stop = raw_file(
+        watch, "stop.jsonl", (watch.wire.chunk("done") + "\n" + watch.wire.end(2)).encode()
+    )
+    client = watch.client(watch.wire.agent(None, cat(stop) + "; exit 0"))
     client.start()
     result = client.prompt_detailed("hello")
     assert result.response == "done"

@@ -7,6 +7,8 @@ malformed `session/update`, an unexpected message) fails the call with `AgentPro
 fields of the wrong type that the client only reads are read as absent (lenient), so an update
 with unknown content is delivered and a permission request with unusable options is answered
 (`cancelled` when no option can be chosen). Every update before the fault reaches the observer.
+The faults of the reader are the same in ACP v1 and v2 (the shell agent speaks the version through
+`watch.wire`); the tests of v1's shapes (updates, permission requests) stay v1.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import acp_fast as acp
 import pytest
 from conftest import (
     NEW_RESULT,
-    agent,
     chunk_line,
     emit,
     read_lines,
     stop_line,
     update_line,
+    v1_only,
     wait_for,
 )
 
@@ -31,21 +33,27 @@ from .kit import Watch, cat, raw_file
 PROMPT_ID = 2
 
 
+@pytest.fixture
+def fault_protocol(protocol: str) -> str:
+    """A hostile line is the same fault in both versions."""
+    return protocol
+
+
 def play(watch: Watch, lines: list[bytes], *, log: bool = False, name: str = "lines") -> acp.Client:
     """A started client whose agent answers the prompt with `lines` (bytes, verbatim; each
     followed by a newline), then waits for more input (the call must end on the lines alone)."""
     path = raw_file(watch, f"{name}.bin", b"".join(line + b"\n" for line in lines))
     received = watch.tmp_path / "received.jsonl" if log else None
-    client = watch.client(agent(received, cat(path)))
+    client = watch.client(watch.wire.agent(received, cat(path)))
     client.start()
     return client
 
 
 def fails_after(watch: Watch, bad: bytes, match: str) -> acp.AgentProtocolError:
     """Two good updates, then `bad`, then a response that must never be reached."""
+    wire = watch.wire
     client = play(
-        watch,
-        [chunk_line("one").encode(), chunk_line("two").encode(), bad, stop_line(2).encode()],
+        watch, [wire.chunk("one").encode(), wire.chunk("two").encode(), bad, wire.end(2).encode()]
     )
     with pytest.raises(acp.AgentProtocolError, match=match) as caught:
         client.prompt("hello")
@@ -85,7 +93,7 @@ def test_nul_bytes(watch: Watch, bad: bytes) -> None:
 
 def test_escaped_nul_is_text(watch: Watch) -> None:
     """`\\u0000` is valid JSON: the chunk is delivered with a NUL in its text."""
-    client = play(watch, [chunk_line("a\\u0000b").encode(), stop_line(2).encode()])
+    client = play(watch, [watch.wire.chunk("a\\u0000b").encode(), watch.wire.end(2).encode()])
     assert client.prompt("hello") == "a\x00b"
     watch.assert_updates(["a\x00b"])
     watch.assert_clean()
@@ -103,6 +111,7 @@ def test_deeply_nested_objects(watch: Watch) -> None:
     fails_after(watch, b'{"a":' * depth + b"1" + b"}" * depth, "unexpected message")
 
 
+@v1_only("its deep field is in the prompt's answer, which in v2 only acknowledges")
 def test_deep_nesting_inside_a_field(watch: Watch) -> None:
     """Nesting where the client reads a field is read leniently (the field reads as absent);
     nesting in a field it skips is skipped. Neither overflows the stack."""
@@ -141,7 +150,8 @@ def test_not_a_message(watch: Watch, bad: bytes, match: str | None) -> None:
     if match is not None:
         fails_after(watch, bad, match)
         return
-    client = play(watch, [chunk_line("one").encode(), bad, stop_line(2).encode()])
+    wire = watch.wire
+    client = play(watch, [wire.chunk("one").encode(), bad, wire.end(2).encode()])
     assert client.prompt("hello") == "one"
     watch.assert_updates(["one"])
     watch.assert_clean()
@@ -173,6 +183,7 @@ def test_duplicate_keys_the_client_reads(watch: Watch, bad: bytes) -> None:
     fails_after(watch, bad, "duplicate field")
 
 
+@v1_only("its line is a v1 chunk (no messageId); the reader's rule is the same in v2")
 def test_duplicate_keys_the_client_skips(watch: Watch) -> None:
     line = update_line(
         '{"sessionUpdate":"agent_message_chunk","_meta":1,"_meta":2,'
@@ -197,6 +208,7 @@ def test_response_with_an_odd_id_is_unexpected(watch: Watch, raw_id: str) -> Non
     fails_after(watch, bad.encode(), "unexpected message")
 
 
+@v1_only("a v1 permission request (v2's: sessions/test_v2_turns, host/test_permission_rules)")
 @pytest.mark.parametrize(
     "raw_id", ["0", "-1", "2.0", "123456789012345678901234567890", "null", '"p"']
 )
@@ -225,7 +237,7 @@ def test_unknown_requests_get_method_not_found_with_the_id_verbatim(
     watch: Watch, raw_id: str
 ) -> None:
     request = f'{{"jsonrpc":"2.0","id":{raw_id},"method":"fs/read_text_file","params":{{}}}}'
-    client = play(watch, [request.encode(), stop_line(2).encode()], log=True)
+    client = play(watch, [request.encode(), watch.wire.end(2).encode()], log=True)
     assert client.prompt_detailed("hello").stop_reason == "end_turn"
     log = watch.tmp_path / "received.jsonl"
     answer = (
@@ -265,6 +277,7 @@ def test_session_update_name_of_a_wrong_type(watch: Watch, kind: str) -> None:
     fails_after(watch, update_line('{"sessionUpdate":' + kind + "}").encode(), "sessionUpdate")
 
 
+@v1_only("v1's update shapes (tool_call, plan, current_mode_update)")
 def test_update_fields_of_wrong_types_read_as_absent(watch: Watch) -> None:
     """sessionId, content, text, title, toolCallId, messageId, entries of wrong types: the update
     is delivered with those fields empty."""
@@ -290,6 +303,7 @@ def test_update_fields_of_wrong_types_read_as_absent(watch: Watch) -> None:
 # --- unknown content types and update kinds -----------------------------------------------------
 
 
+@v1_only("v1's update kinds: plan_update is unknown to v1 only")
 def test_unknown_content_types_and_update_kinds(watch: Watch) -> None:
     """Content that is not a text block gives "" (the chunk is still delivered and counted);
     an unknown sessionUpdate is delivered as UNKNOWN. Nothing is lost."""
@@ -304,7 +318,7 @@ def test_unknown_content_types_and_update_kinds(watch: Watch) -> None:
         '{"type":"text","text":"real"}',
     ]
     lines = [update_line(chunk.format(content=c)) for c in contents]
-    lines.append(update_line('{"sessionUpdate":"plan_update","text":"?"}'))
+    lines.append(update_line('{"sessionUpdate":"_vendor_plan","text":"?"}'))
     lines.append(update_line('{"sessionUpdate":"","whatever":true}'))
     client = play(watch, [line.encode() for line in lines] + [stop_line(2).encode()])
     result = client.prompt_detailed("hello")
@@ -313,7 +327,7 @@ def test_unknown_content_types_and_update_kinds(watch: Watch) -> None:
     kinds = watch.journal.kinds
     assert kinds[:7] == [acp.UpdateKind.AGENT_MESSAGE_CHUNK] * 7
     assert kinds[7:] == [acp.UpdateKind.UNKNOWN, acp.UpdateKind.UNKNOWN]
-    assert [u.session_update for u in watch.journal.updates[7:]] == ["plan_update", ""]
+    assert [u.session_update for u in watch.journal.updates[7:]] == ["_vendor_plan", ""]
     assert watch.journal.updates[0].json()["content"]["type"] == "image"
     watch.assert_clean()
 
@@ -382,6 +396,7 @@ OPTION_SHAPES = [
 ]
 
 
+@v1_only("v1's permission request shape (toolCall)")
 @pytest.mark.parametrize(
     "params, outcome, option_id",
     [shape[1:] for shape in OPTION_SHAPES],
@@ -435,6 +450,7 @@ def test_permission_request_without_an_id(watch: Watch) -> None:
         (b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2}}', "version 2"),
     ],
 )
+@v1_only("what a v1 client refuses (an answer of 2 among them)")
 def test_hostile_initialize_answers(watch: Watch, answer: bytes, match: str) -> None:
     path = raw_file(watch, "init.bin", chunk_line("early").encode() + b"\n" + answer + b"\n")
     script = (

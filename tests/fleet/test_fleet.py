@@ -4,7 +4,10 @@ here (no agent outlives its host) is acp-fast's host-death guard, not Ray's."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,7 +21,15 @@ import acp_fast as acp
 from acp_fast import fleet
 
 from .conftest import ray_cluster, wait_gone
-from .kit import journal_updates, kill_a_busy_host, spec
+from .kit import (
+    DYING_AGENT,
+    end_session,
+    extend_time_guard,
+    journal_updates,
+    kill_a_busy_host,
+    processes_running,
+    spec,
+)
 
 CLEANUP_OFF = {"RAY_kill_child_processes_on_worker_exit": "false"}
 
@@ -232,3 +243,107 @@ def test_replay_agents_across_hosts_stream_the_recording(cluster: object, tmp_pa
             assert seen[r.id] == original
 
     asyncio.run(main())
+
+
+def test_an_agent_that_dies_mid_turn_is_retried_elsewhere(cluster: object, tmp_path: Path) -> None:
+    # Agents that exit or are killed mid-turn (once: the retry's agent answers) end their
+    # attempt as AgentDied and are retried on the other host; agents that break the protocol
+    # alive are not called dead, so Retry(on=("AgentDied",)) leaves them be. Slots to spare,
+    # so that each retry has room on the other host.
+    once = tmp_path / "once"
+    once.mkdir()
+    retry = fleet.Retry(attempts=2, on=("AgentDied",))
+
+    async def main() -> None:
+        scripted = acp.AgentSpec(sys.executable, [DYING_AGENT, "--once", str(once)])
+        f = fleet.Fleet(scripted, hosts=2, agents_per_host=4, journal_dir=tmp_path)
+        async with f:
+            tasks = [
+                fleet.Task("exit", tmp_path, ["hi", "exit"]),
+                fleet.Task("kill", tmp_path, ["kill"]),
+                fleet.Task("garbage", tmp_path, ["garbage"]),
+                fleet.Task("mute", tmp_path, ["mute"]),
+            ]
+            exited, killed, garbled, muted = await asyncio.wait_for(f.run(tasks, retry=retry), 120)
+        for r, how in ((exited, "exited with status 5"), (killed, "was killed by signal 9")):
+            assert r.ok and r.attempts == 2, r
+            (died,) = r.failures
+            assert died.error_type == "AgentDied" and how in died.message, died
+            assert "output ended before the response to session/prompt" in died.message
+            assert died.host != r.host  # retried on the other host
+            # The failed attempt's journal is kept: an update a turn, the last one's sent
+            # before the death.
+            assert died.journal and len(journal_updates(died.journal)) == len(r.responses)
+        for r in (garbled, muted):
+            assert not r.ok and r.attempts == 1, r
+            assert r.error_type == "AgentProtocolError", r
+        assert "unexpected message" in (garbled.message or "")
+        # Nothing is left running: not the live offenders, not the retries' agents.
+        assert wait_gone(processes_running(str(once))) == []
+
+    asyncio.run(main())
+
+
+def test_a_demo_agent_killed_mid_turn_is_retried_elsewhere(cluster: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        f = fleet.Fleet(spec("--delay", "0.3"), hosts=2, agents_per_host=1, journal_dir=tmp_path)
+        async with f:
+            running = asyncio.ensure_future(
+                f.run([fleet.Task("k", tmp_path, ["a long story please"])],
+                      retry=fleet.Retry(attempts=2, on=("AgentDied",)))
+            )  # fmt: skip
+            agents: list[int] = []
+            deadline = time.monotonic() + 60
+            while not agents and time.monotonic() < deadline:
+                agents = [pid for s in await f.stats() for pid in s["agent_pids"]]
+                await asyncio.sleep(0.05)
+            assert len(agents) == 1
+            await asyncio.sleep(0.5)  # into its turn
+            os.kill(agents[0], signal.SIGKILL)
+            (result,) = await asyncio.wait_for(running, 120)
+            left = [pid for s in await f.stats() for pid in s["agent_pids"]]
+        assert result.ok and result.attempts == 2, result
+        (died,) = result.failures
+        assert died.error_type == "AgentDied" and "killed by signal 9" in died.message, died
+        assert died.host != result.host
+        assert left == [] and wait_gone(agents) == []
+
+    asyncio.run(main())
+
+
+def test_a_fleet_starts_and_stops_its_own_local_ray(cluster: object, tmp_path: Path) -> None:
+    # In a process of its own, with Ray's defaults (child cleanup on) and no RAY_ADDRESS,
+    # while this module's cluster runs (its address is in Ray's temp directory, which a bare
+    # ray.init() would join).
+    here = Path(__file__).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent), env.get("PYTHONPATH", "")])
+    out = tmp_path / "report.json"
+    extend_time_guard(120)  # two starts of a Ray, ~6 s each (~20 s on a loaded machine)
+    child = subprocess.Popen(
+        [sys.executable, str(here / "local_ray.py"), str(tmp_path), str(out)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = child.communicate(timeout=110)
+        assert child.returncode == 0, stderr.decode(errors="replace")[-4000:]
+        report = json.loads(out.read_text())
+        assert report["initialized_before"] is False
+        # A start that fails stops the Ray it started, and leaves nothing running.
+        assert "did not all start" in report["failed_start"]
+        assert report["initialized_after_failed_start"] is False
+        assert report["left_after_failed_start"] == []
+        # A Ray of its own: one node, offering the fleet's slots; the tasks ran and streamed.
+        assert report["slots"] == 4 and report["nodes"] == 1
+        assert report["ok"] == [True] * 4 and report["streamed"] == report["updates"] > 0
+        assert len(report["agents"]) == 4 and len(report["hosts"]) == 2 and report["raylets"]
+        started = set(report["started"])
+        assert set(report["agents"] + report["hosts"] + report["raylets"]) <= started
+        # close() shut it down: no agent, host, raylet or other process it started is left.
+        assert report["initialized_after_close"] is False
+        assert report["left_after_close"] == []
+        assert wait_gone(started) == []
+    finally:
+        end_session(child.pid)  # whatever failed, nothing of it stays running
+        child.wait()

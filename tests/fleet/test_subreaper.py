@@ -2,7 +2,8 @@
 SIGCHLD to SIG_IGN and its workers inherit it, so the kernel would reap the host's agents by
 itself and their exit statuses would be lost. The host puts the default back; agents still
 end, are reaped (no zombie left behind), report their real exit status, and never outlive a
-host that dies."""
+host that dies: killed (`ray.kill`, SIGKILL of its worker) or lost with its node. The same
+drills with cleanup off are in test_fleet.py and test_node_loss.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import acp_fast as acp
 import procinfo
@@ -21,7 +23,7 @@ pytest.importorskip("ray", reason="Ray has no wheel for this interpreter")
 from acp_fast import fleet
 
 from .conftest import ray_cluster, wait_gone
-from .kit import kill_a_busy_host, spec
+from .kit import kill_a_busy_host, lose_a_node, spec
 
 SUBREAPER = {
     "RAY_kill_child_processes_on_worker_exit": "true",
@@ -79,8 +81,9 @@ def test_agents_end_and_are_reaped_under_the_subreaper(
     asyncio.run(main())
 
 
-def test_sigkill_of_a_busy_host_with_the_subreaper(cluster: object, tmp_path: Path) -> None:
-    kill_a_busy_host("SIGKILL", tmp_path)
+@pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
+def test_killing_a_busy_host_with_the_subreaper(cluster: object, tmp_path: Path, how: str) -> None:
+    kill_a_busy_host(how, tmp_path)
 
 
 def test_sigkill_of_a_busy_pooled_host_with_the_subreaper(cluster: object, tmp_path: Path) -> None:
@@ -106,3 +109,11 @@ def test_an_agents_exit_status_survives_the_subreaper(cluster: object, tmp_path:
         assert "exited with status 3" in (result.message or "")
 
     asyncio.run(main())
+
+
+# Last in the module: it removes the second node (and adds one back for its next case).
+@pytest.mark.parametrize("pool", [None, {"min_idle": 2}], ids=["fresh", "pooled"])
+def test_losing_a_node_mid_turn_with_the_subreaper(
+    cluster: Any, tmp_path: Path, pool: dict[str, int] | None
+) -> None:
+    lose_a_node(cluster, tmp_path, pool)

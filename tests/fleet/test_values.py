@@ -46,6 +46,9 @@ def test_retry_checks_and_backs_off() -> None:
     retry = Retry(attempts=5, backoff=2.0)
     assert [retry.delay(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
     assert Retry(attempts=9, backoff=10.0).delay(8) == 60.0
+    # By default a retry follows the death of a host or of an agent, not an agent's error.
+    assert {"ActorDiedError", "AgentDied", "AgentTransportFailed"} <= set(Retry().on)
+    assert "AgentProtocolError" not in Retry().on
 
 
 def test_agent_spec_is_checked_and_pickles() -> None:

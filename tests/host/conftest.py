@@ -13,7 +13,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
-from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS, client_class
+from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS, client_class, protocol_option
 
 AGENT = Path(__file__).with_name("host_agent.py")
 
@@ -82,7 +82,16 @@ def client_driver(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_host_client(tmp_path: Path, client_driver: str) -> Iterator[MakeClient]:
+def host_protocol() -> str:
+    """The ACP version of `make_host_client`: v1, as most host tests are of v1's host side
+    (fs/*, terminal/*); a module of rules both versions share overrides it with `protocol`."""
+    return "v1"
+
+
+@pytest.fixture
+def make_host_client(
+    tmp_path: Path, client_driver: str, host_protocol: str
+) -> Iterator[MakeClient]:
     clients: list[acp.Client] = []
 
     def make(
@@ -96,6 +105,7 @@ def make_host_client(tmp_path: Path, client_driver: str) -> Iterator[MakeClient]
             "client_info": TEST_CLIENT_INFO,
             "observer": recorder,
             "cwd": str(tmp_path),
+            **protocol_option(host_protocol),
         }
         settings.update(options)
         log = tmp_path / f"agent{len(clients)}.log"

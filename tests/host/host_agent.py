@@ -20,13 +20,22 @@ of steps, run in order:
 
 Then one `agent_message_chunk` whose text is the JSON list of every answer received (in
 arrival order), and the prompt's answer: ``cancelled`` after a cancel, else ``end_turn``.
+
+ACP v2 (``initialize`` offering 2; for the rules both versions share): the same turn as v2's
+(`acp_fast._agent_v2`): acknowledged with ``{messageId}`` and ``running``, the ``update`` steps
+encoded (``tool_call`` → ``tool_call_update``, ``plan`` → ``plan_update``, chunks with a
+``messageId``), a ``session/request_permission`` step sent with v2's ``title`` (the tool call's,
+"" without one) and ``subject``, and ``idle`` with the stop reason instead of the answer.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from typing import Any
+
+from acp_fast import _agent_v2 as v2
 
 log = open(sys.argv[1], "a", buffering=1)
 out = sys.stdout
@@ -35,6 +44,8 @@ sessions = 0
 cancelled: set[str] = set()
 waiting: dict[str, Any] = {}  # request id -> None until answered
 answers: list[Any] = []
+version = 1  # what initialize agreed
+message_ids = v2.counter("m")
 
 
 def send(message: dict[str, Any]) -> None:
@@ -67,6 +78,10 @@ def request(session_id: str, body: dict[str, Any]) -> None:
     next_request += 1
     request_id = f"h{next_request}"
     params = {"sessionId": session_id, **body.get("params", {})}
+    if version == 2 and body["method"] == "session/request_permission":
+        tool_call = params.get("toolCall") or {}
+        params = v2.permission_params(session_id, tool_call, params.get("options", []))
+        params["title"] = tool_call.get("title") or ""
     waiting[request_id] = None
     send({"id": request_id, "method": body["method"], "params": params})
 
@@ -79,16 +94,21 @@ def wait_for(condition: Any) -> None:
         handle(message)
 
 
-def run(session_id: str, prompt_id: Any, steps: list[dict[str, Any]]) -> None:
+def send_update(session_id: str, update: dict[str, Any]) -> None:
+    send({"method": "session/update", "params": {"sessionId": session_id, "update": update}})
+
+
+def run(session_id: str, prompt_id: Any, steps: list[dict[str, Any]], prompt: Any) -> None:
     answers.clear()
+    turn = None
+    if version == 2:
+        turn = v2.V2Turn(partial(send_update, session_id), message_ids)
+        send({"id": prompt_id, "result": {"messageId": turn.user_id}})
+        turn.start(prompt)
     for step in steps:
         if "update" in step:
-            send(
-                {
-                    "method": "session/update",
-                    "params": {"sessionId": session_id, "update": step["update"]},
-                }
-            )
+            update = step["update"] if turn is None else turn.encode(step["update"])
+            send_update(session_id, update)
         elif "request" in step:
             request(session_id, step["request"])
             wait_for(lambda: not waiting)
@@ -120,30 +140,28 @@ def run(session_id: str, prompt_id: Any, steps: list[dict[str, Any]]) -> None:
         elif "wait_cancel" in step:
             wait_for(lambda: session_id in cancelled)
     text = json.dumps(answers, separators=(",", ":"))
-    send(
-        {
-            "method": "session/update",
-            "params": {
-                "sessionId": session_id,
-                "update": {
-                    "sessionUpdate": "agent_message_chunk",
-                    "content": {"type": "text", "text": text},
-                },
-            },
-        }
-    )
+    reply = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    send_update(session_id, reply if turn is None else turn.encode(reply))
     stop = "cancelled" if session_id in cancelled else "end_turn"
     cancelled.discard(session_id)
-    send({"id": prompt_id, "result": {"stopReason": stop}})
+    if turn is None:
+        send({"id": prompt_id, "result": {"stopReason": stop}})
+    else:
+        turn.end(stop)
 
 
 def handle(message: dict[str, Any]) -> None:
-    global sessions
+    global sessions, version
     if not message:
         return
     method = message.get("method")
     request_id = message.get("id")
-    if method == "initialize":
+    if method == "initialize" and v2.negotiate(message.get("params")) == 2:
+        version = 2
+        info = {"name": "host-agent", "version": "1"}
+        result = v2.initialize_result(info, {"additionalDirectories": {}})
+        send({"id": request_id, "result": result})
+    elif method == "initialize":
         capabilities = {"sessionCapabilities": {"additionalDirectories": {}}}
         result = {"protocolVersion": 1, "agentCapabilities": capabilities}
         send({"id": request_id, "result": result})
@@ -153,7 +171,7 @@ def handle(message: dict[str, Any]) -> None:
     elif method == "session/prompt":
         params = message["params"]
         steps = json.loads(params["prompt"][0]["text"])
-        run(params["sessionId"], request_id, steps)
+        run(params["sessionId"], request_id, steps, params["prompt"])
     elif request_id is not None:
         send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
 

@@ -1,5 +1,6 @@
 """Permission rules (design/host.md §5) with the scripted host agent: every tier, the option
-choice, the record's decision and reason, and the policy set between calls."""
+choice, the record's decision and reason, and the policy set between calls; in ACP v1 and v2
+(v2's request: the rules see its `title` and its `subject.toolCall`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from acp_fast import PermissionDecision as D
 from acp_fast import PermissionRule as Rule
 
 from .conftest import MakeClient, Recorder, run
+
+
+@pytest.fixture
+def host_protocol(protocol: str) -> str:
+    """The rules are the same in both versions: every test runs in each."""
+    return protocol
+
 
 ONCE_ALWAYS = [
     {"optionId": "ao", "name": "Allow", "kind": "allow_once"},
@@ -276,7 +284,7 @@ def test_a_cancelling_session_answers_cancelled_without_asking(
     class Canceller(Recorder):
         def on_update(self, update: acp.Update) -> None:
             super().on_update(update)
-            if update.kind == acp.UpdateKind.PLAN:
+            if update.session_update in ("plan", "plan_update"):  # v1, v2
                 holder["s"].cancel()
 
     rec = Canceller(lambda _r: acp.PermissionOutcome(D.ALLOW))

@@ -1,9 +1,10 @@
-"""A host for the host-death tests, run as ``python host.py HOW DIR``: three clients (the demo
-agent; an agent that ignores SIGTERM and stdin EOF, with a grandchild; an agent whose grandchild
-called setsid()) and a terminal-like process group registered with the guard, a call in progress
-on another thread, then one line of JSON on stdout (the pids it knows) and it waits for "go" on
-stdin. HOW is a signal the test sends (it just waits), or how it dies on "go": exit (os._exit(1)),
-raise (an unhandled exception), abort (os.abort())."""
+"""A host for the host-death tests, run as ``python host.py HOW DIR [PROTOCOL]``: three
+clients (the demo agent; an agent that ignores SIGTERM and stdin EOF, with a grandchild; an agent
+whose grandchild called setsid()) and a terminal-like process group registered with the guard, a
+call in progress on another thread, then one line of JSON on stdout (the pids it knows) and it
+waits for "go" on stdin. PROTOCOL (v1, the default, or v2) is what its clients ask for. HOW is a
+signal the test sends (it just waits), or how it dies on "go": exit (os._exit(1)), raise (an
+unhandled exception), abort (os.abort())."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import acp_fast as acp
 from acp_fast import _core
 
 how, folder = sys.argv[1], sys.argv[2]
+protocol = sys.argv[3] if len(sys.argv) > 3 else "v1"
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # os.abort() leaves no core file
 limits = acp.TransferLimits(
     request_bytes=1 << 20,
@@ -36,6 +38,7 @@ def client(command: str, *args: str) -> acp.Client:
         reader_limits=acp.DEFAULT_READER_LIMITS,
         transfer_limits=limits,
         transport_epoch=1,
+        **({} if protocol == "v1" else {"protocol": protocol}),
     )
 
 

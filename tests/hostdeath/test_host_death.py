@@ -26,14 +26,16 @@ REPEATS = 20
 HOW = ["SIGTERM", "SIGHUP", "SIGINT", "SIGKILL", "exit", "raise", "abort"]
 
 
-def start_hosts(how: str, tmp_path: Path, count: int) -> list[subprocess.Popen[str]]:
+def start_hosts(
+    how: str, tmp_path: Path, count: int, protocol: str = "v1"
+) -> list[subprocess.Popen[str]]:
     hosts = []
     for i in range(count):
         folder = tmp_path / str(i)
         folder.mkdir()
         hosts.append(
             subprocess.Popen(
-                [sys.executable, str(HOST), how, str(folder)],
+                [sys.executable, str(HOST), how, str(folder), protocol],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -72,8 +74,8 @@ def sweep(pids: set[int]) -> None:
 
 
 @pytest.mark.parametrize("how", HOW)
-def test_no_agent_outlives_its_host(how: str, tmp_path: Path) -> None:
-    hosts = start_hosts(how, tmp_path, REPEATS)
+def test_no_agent_outlives_its_host(how: str, tmp_path: Path, protocol: str) -> None:
+    hosts = start_hosts(how, tmp_path, REPEATS, protocol)
     deadline = time.monotonic() + 25
     families = [everything(read_ready(host, deadline)) for host in hosts]
     try:

@@ -39,6 +39,7 @@ from .support import (
     tagged_processes,
     tapped,
 )
+from .v2_agents import REQUIRED, V2_AGENTS, V2Spec
 
 DEFAULT_LIMIT = 30
 MAX_LIMIT = 120
@@ -99,11 +100,13 @@ class Run:
 
 class Harness:
     """Starts `spec` (against a fresh fake model server when it needs one) as often as a test
-    asks; at teardown closes every client and kills whatever carries a run's tag."""
+    asks; at teardown closes every client and kills whatever carries a run's tag. `protocol` is
+    the clients' `protocol=` ("v1", "v2" or "auto"), from the test's `protocol` parameter."""
 
-    def __init__(self, spec: AgentSpec, root: Path) -> None:
+    def __init__(self, spec: AgentSpec | V2Spec, root: Path, protocol: str = "v1") -> None:
         self.spec = spec
         self.root = root
+        self.protocol = protocol
         self.cwd = root / "work"
         self.cwd.mkdir(parents=True, exist_ok=True)
         self.server = FakeModelServer(plan_for(spec, self.cwd)).start() if spec.model_api else None
@@ -125,7 +128,12 @@ class Harness:
         `asynchronous`, an `acp.AsyncClient`, whose `start()` the test awaits itself; `wrap`
         puts a program between client and agent (the transcript recorder)."""
         number = len(self.runs)
-        start = launch(self.spec, self.root, self.server)
+        spec = self.spec
+        start = (
+            spec.launch(self.root)
+            if isinstance(spec, V2Spec)
+            else launch(spec, self.root, self.server)
+        )
         missing = missing_entry(start)
         if missing:
             pytest.fail(
@@ -139,6 +147,8 @@ class Harness:
             wire_out = self.root / f"wire-{number}-out.jsonl"
             start = tapped(start, wire_in, wire_out)
         journal = Journal()
+        # "v1" is the default: those runs construct the client exactly as before v2.
+        versioned = {} if self.protocol == "v1" else {"protocol": self.protocol}
         client = (acp.AsyncClient if asynchronous else acp.Client)(
             start.command,
             args=start.args,
@@ -150,6 +160,7 @@ class Harness:
             permission_policy=policy or acp.PermissionPolicy(),
             observer=observer or journal,
             capabilities=capabilities,
+            **versioned,
         )
         run = Run(client, journal, start, wire_in, wire_out)
         self.runs.append(run)
@@ -174,19 +185,33 @@ class Harness:
         return described
 
 
-def require(spec: AgentSpec) -> None:
-    """Skips the test, saying what is missing, when `spec` cannot run here."""
-    problem = global_problem() or agent_problem(spec)
+def require(spec: AgentSpec | V2Spec) -> None:
+    """Skips the test, saying what is missing, when `spec` cannot run here (a v2 agent under
+    .ci/run fails instead: its build step must have made it)."""
+    if isinstance(spec, V2Spec):
+        problem = global_problem() or spec.problem()
+        if problem and REQUIRED and not global_problem():
+            pytest.fail(problem)
+    else:
+        problem = global_problem() or agent_problem(spec)
     if problem:
         pytest.skip(problem)
 
 
 @pytest.fixture
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
-    """A `Harness` for the agent named by the test's parameter (indirect parametrisation)."""
-    spec = AGENTS[request.param]
+def protocol(request: pytest.FixtureRequest) -> str:
+    """The `protocol=` the harness's clients get: "v1" unless the test is parametrized with
+    `@pytest.mark.parametrize("protocol", [...], indirect=True)`."""
+    return str(getattr(request, "param", "v1"))
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, tmp_path: Path, protocol: str) -> Iterator[Harness]:
+    """A `Harness` for the agent named by the test's parameter (indirect parametrisation): a v1
+    agent of `AGENTS` or a v2 agent of `V2_AGENTS`, driven with `protocol`."""
+    spec: AgentSpec | V2Spec = AGENTS.get(request.param) or V2_AGENTS[request.param]
     require(spec)
-    running = Harness(spec, tmp_path)
+    running = Harness(spec, tmp_path, protocol)
     try:
         yield running
     finally:

@@ -89,6 +89,9 @@ class AgentSpec:
     #: The Python SDK agent runs on the virtualenv `prefix` (install-agents.sh makes it), not on
     #: this Python (whose SDK is the project's pin).
     own_venv: bool = False
+    #: It answers ACP v2's `initialize` with 2 (protocol="auto" agrees v2 with it):
+    #: test_v2_agents.py drives it in v2; the v1 tests run it with protocol="v1" only.
+    speaks_v2: bool = False
 
     @property
     def prefix(self) -> Path:
@@ -280,6 +283,7 @@ if CURRENT:
             reject_stop_reason="end_turn",
             tool=_claude_tool,
             helpers=1,
+            speaks_v2=True,
         ),
         AgentSpec(
             name="codex-acp-2",
@@ -293,6 +297,7 @@ if CURRENT:
             tool_call_before_permission=False,
             tool=_codex_exec_tool,
             helpers=2,
+            speaks_v2=True,
         ),
         AgentSpec(
             name="opencode",
@@ -310,6 +315,16 @@ if CURRENT:
 #: The current real agents when ACP_INTEROP_CURRENT=1, else none: the session tests add them.
 CURRENT_AGENTS = ("claude-agent-acp-101", "codex-acp-2", "opencode") if CURRENT else ()
 MODEL_AGENTS = [name for name, spec in AGENTS.items() if spec.model_api is not None]
+#: The real agents that speak ACP v2 too (today's releases, with ACP_INTEROP_CURRENT=1).
+V2_REAL_AGENTS = [name for name, spec in AGENTS.items() if spec.speaks_v2]
+
+
+def v1_and_auto(names: list[str]) -> list[tuple[str, str]]:
+    """(agent, protocol) pairs: each agent with protocol "v1", and with "auto" unless it speaks
+    v2 (auto then agrees v2: test_v2_agents.py covers it)."""
+    return [(name, "v1") for name in names] + [
+        (name, "auto") for name in names if not AGENTS[name].speaks_v2
+    ]
 
 
 def plan_for(spec: AgentSpec, cwd: Path) -> Callable[[ModelRequest], Reply]:

@@ -2,7 +2,9 @@
 codex-acp against the fake model server, and the official TypeScript and Python SDK agents.
 
 Each check runs once per agent it applies to. Runs that compare against the wire are tapped: the
-agent sits behind `tee` on both pipes, so the tests see every line each way, byte for byte.
+agent sits behind `tee` on both pipes, so the tests see every line each way, byte for byte. The
+start, plain-prompt and permission checks run twice, with `protocol="v1"` and `"auto"`: `auto`
+offers ACP v2 and every one of these agents answers 1, so it must go on exactly as v1 does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .support import (
     global_problem,
     group_processes,
     tagged_processes,
+    v1_and_auto,
     wait_for,
 )
 
@@ -42,6 +45,36 @@ if _problem:
 
 def agents(*names: str) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("harness", names, indirect=True)
+
+
+def agents_v1_and_auto(names: list[str]) -> pytest.MarkDecorator:
+    """The check runs with `protocol="v1"` and with `"auto"` (which falls back to v1 with these
+    agents; the ones that answer 2 are driven in v2 by test_v2_agents.py)."""
+    return pytest.mark.parametrize(("harness", "protocol"), v1_and_auto(names), indirect=True)
+
+
+def assert_offered(run: Run, protocol: str) -> None:
+    """The `initialize` the client sent: v1's shape with `protocol="v1"`; with `"auto"` v2's
+    (protocolVersion 2, `info`, `capabilities` without fs or terminal) carrying v1's
+    `clientCapabilities`/`clientInfo` for an agent that answers 1; and what it agreed."""
+    assert wait_for(lambda: len(run.sent()) >= 1)
+    first = run.sent()[0]
+    assert first["method"] == "initialize"
+    params = first["params"]
+    if protocol == "v1":
+        assert params["protocolVersion"] == 1 and "clientCapabilities" in params
+    else:
+        assert params["protocolVersion"] == 2
+        assert set(params) == {
+            "protocolVersion",
+            "info",
+            "capabilities",
+            "clientCapabilities",
+            "clientInfo",
+        }
+        assert params["clientInfo"] == params["info"]
+        assert not {"fs", "terminal"} & set(params["capabilities"])
+    assert run.client.protocol_version == 1
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -111,10 +144,11 @@ def plain_reply(harness: Harness, run: Run, start: int, prompt: str) -> str:
 # --- start --------------------------------------------------------------------------------------
 
 
-@agents(*ALL)
+@agents_v1_and_auto(ALL)
 def test_start_captures_initialize_session_and_modes(harness: Harness) -> None:
     run = harness.start(tap=True)
     client = run.client
+    assert_offered(run, harness.protocol)
     wire = [json.loads(line) for line in wire_out_until(run, 1)]
     init = answer_to(wire, 0)["result"]
     new = answer_to(wire, 1)["result"]
@@ -146,7 +180,7 @@ def test_start_captures_initialize_session_and_modes(harness: Harness) -> None:
 # --- a plain prompt -----------------------------------------------------------------------------
 
 
-@agents(*ALL)
+@agents_v1_and_auto(ALL)
 def test_plain_prompt_reply_and_every_update(harness: Harness) -> None:
     run = harness.start(tap=True)
     client, journal = run.client, run.journal
@@ -205,7 +239,7 @@ def first_line_index(run: Run, predicate: Any) -> int:
     raise AssertionError("line not found")
 
 
-@agents(*ALL)
+@agents_v1_and_auto(ALL)
 def test_tool_call_allowed_by_policy(harness: Harness) -> None:
     spec = harness.spec
     run, result, request = tool_run(harness, spec.allow_policy)
@@ -238,7 +272,7 @@ def test_tool_call_allowed_by_policy(harness: Harness) -> None:
         assert result.response.endswith("".join(AFTER_TOOL))
 
 
-@agents(*ALL)
+@agents_v1_and_auto(ALL)
 def test_tool_call_rejected_by_default(harness: Harness) -> None:
     spec = harness.spec
     run, result, request = tool_run(harness, None)

@@ -1,6 +1,8 @@
 """Every real agent through `AsyncClient`: the handshake, a plain prompt whose reply is exactly
 the streamed chunks, and (for agents whose model can ask for a tool) a permission request
-answered by an awaited `on_permission` while the agent's updates keep arriving."""
+answered by an awaited `on_permission` while the agent's updates keep arriving; each with
+`protocol="v1"` and `"auto"` (which these agents answer with 1; the ones that answer 2 are
+driven in v2 by test_v2_agents.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import acp_fast as acp
 import pytest
 
 from .conftest import Harness
-from .support import AGENTS, MODEL_AGENTS, Journal, global_problem
+from .support import AGENTS, MODEL_AGENTS, Journal, global_problem, v1_and_auto
 from .test_agents import plain_reply
 
 pytestmark = pytest.mark.time_limit(90)
@@ -21,7 +23,7 @@ if _problem:
     pytest.skip(_problem, allow_module_level=True)
 
 
-@pytest.mark.parametrize("harness", list(AGENTS), indirect=True)
+@pytest.mark.parametrize(("harness", "protocol"), v1_and_auto(list(AGENTS)), indirect=True)
 def test_plain_prompt_through_async_client(harness: Harness) -> None:
     run = harness.start(tap=True, asynchronous=True)
     client: acp.AsyncClient = run.client
@@ -30,6 +32,7 @@ def test_plain_prompt_through_async_client(harness: Harness) -> None:
         async with client:
             await client.start()
             assert client.session_id and client.initialize.protocol_version == 1
+            assert client.protocol_version == 1
             result = await client.prompt_detailed("Say hello")
             return result, client.next_update_sequence
 
@@ -62,7 +65,7 @@ class AwaitingObserver(Journal):
         return decide()
 
 
-@pytest.mark.parametrize("harness", MODEL_AGENTS, indirect=True)
+@pytest.mark.parametrize(("harness", "protocol"), v1_and_auto(MODEL_AGENTS), indirect=True)
 def test_awaited_permission_through_async_client(harness: Harness) -> None:
     spec = harness.spec
     observer = AwaitingObserver(spec.allow_option)

@@ -1,6 +1,7 @@
 """A real conversation recorded by a real client into a journal, then played back through
 `acp-fast replay` to a second client: the same updates (envelopes byte for byte), the same
-permission records, the same stop reasons."""
+permission records, the same stop reasons; in ACP v1 and v2 (the `protocol` fixture: a v2
+recording is played to a client with ``protocol="auto"``, which gets the recorded 2)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import acp_fast as acp
 import pytest
 from acp_fast import journal
-from conftest import client_class
+from conftest import client_class, protocol_option
 
 from .kit import KINDS, journal_path, make
 
@@ -73,13 +74,18 @@ def converse(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_recorded_conversation_replays_identically(
-    tmp_path: Path, kind: str, client_driver: str
+    tmp_path: Path, kind: str, client_driver: str, protocol: str
 ) -> None:
     path = journal_path(tmp_path, kind)
     original = Seen()
     with make(kind, path, "every", observer=original) as recording:
         results, _ = converse(
-            DEMO_AGENT, recording, ["please write hello.txt ✓"], tmp_path, client_driver
+            DEMO_AGENT,
+            recording,
+            ["please write hello.txt ✓"],
+            tmp_path,
+            client_driver,
+            **protocol_option(protocol),
         )
     assert results[0].response.endswith("I wrote hello.txt.")
     assert len(original.permissions) == 1 and original.permissions[0].option_id == "allow"
@@ -98,7 +104,12 @@ def test_a_recorded_conversation_replays_identically(
     log = tmp_path / "client.log"
     with make("sqlite" if kind == "jsonl" else "jsonl", other, observer=replayed) as again:
         results_again, stderr = converse(
-            replay_agent(path, log), again, ["please write hello.txt ✓"], tmp_path, client_driver
+            replay_agent(path, log),
+            again,
+            ["please write hello.txt ✓"],
+            tmp_path,
+            client_driver,
+            **replay_option(protocol),
         )
     assert results_again == results
     assert [u.envelope for u in replayed.updates] == [u.envelope for u in original.updates]
@@ -175,7 +186,12 @@ def test_the_replay_agent_says_where_the_client_differs(tmp_path: Path, client_d
     assert not any("client message 1 " in line for line in lines)
 
 
-def test_wire_lines_recorded_end_to_end(tmp_path: Path, client_driver: str) -> None:
+def replay_option(protocol: str) -> dict[str, str]:
+    """How the replaying client asks: "auto" for a v2 recording (it offers 2 and gets it)."""
+    return {} if protocol == "v1" else {"protocol": "auto"}
+
+
+def test_wire_lines_recorded_end_to_end(tmp_path: Path, client_driver: str, protocol: str) -> None:
     """With the core's `on_sent`/`on_received` tap: the journal holds the client's every line
     and the agent's answers, in order with the updates; a two-turn conversation replays turn
     by turn with the recorded stop reasons and no difference in the client's messages."""
@@ -183,7 +199,9 @@ def test_wire_lines_recorded_end_to_end(tmp_path: Path, client_driver: str) -> N
         path = journal_path(tmp_path, kind, f"wire-{kind}")
         prompts = ["please write hello.txt", "just say hi"]
         with make(kind, path, transport_epoch=5) as recording:
-            results, _ = converse(DEMO_AGENT, recording, prompts, tmp_path, client_driver)
+            results, _ = converse(
+                DEMO_AGENT, recording, prompts, tmp_path, client_driver, **protocol_option(protocol)
+            )
         records = list(journal.read(path))
         sent = [json.loads(r.envelope) for r in records if r.kind == "sent"]
         received = [json.loads(r.envelope) for r in records if r.kind == "received"]
@@ -195,16 +213,31 @@ def test_wire_lines_recorded_end_to_end(tmp_path: Path, client_driver: str) -> N
             "session/prompt",
         ]
         assert [m["id"] for m in received] == [0, 1, 2, 3]
-        assert [m["result"].get("stopReason") for m in received[2:]] == ["end_turn"] * 2
         kinds = [r.kind.value for r in records]
         permission = kinds.index("permission")
         assert kinds[permission + 1] == "sent"  # the answer right after its decision
-        assert kinds[-1] == "received"  # the second prompt's answer ends the journal
+        if protocol == "v1":
+            assert [m["result"].get("stopReason") for m in received[2:]] == ["end_turn"] * 2
+            assert kinds[-1] == "received"  # the second prompt's answer ends the journal
+        else:  # the answers acknowledge; each turn ends with its idle update
+            assert [set(m["result"]) for m in received[2:]] == [{"messageId"}] * 2
+            idles = [
+                json.loads(r.envelope)["params"]["update"].get("stopReason")
+                for r in records
+                if r.kind == "update" and '"state":"idle"' in r.envelope
+            ]
+            assert idles == ["end_turn"] * 2
+            assert records[-1].kind == "update"  # the second turn's idle ends the journal
         assert {r.transport_epoch for r in records} == {5}
 
         seen = Seen()
         again, stderr = converse(
-            replay_agent(path, tmp_path / f"log-{kind}"), seen, prompts, tmp_path, client_driver
+            replay_agent(path, tmp_path / f"log-{kind}"),
+            seen,
+            prompts,
+            tmp_path,
+            client_driver,
+            **protocol_option(protocol),  # the same offer: no difference to name
         )
         assert again == results  # per turn: reply, stop reason
         assert "differs" not in stderr and "not recorded" not in stderr
@@ -236,3 +269,34 @@ def test_runs_of_a_journal_without_wire_lines_split_by_epoch(tmp_path: Path) -> 
         "session/prompt",
     ]
     assert made[3].message["result"] == {"sessionId": "s-2"}
+
+
+def test_a_v2_journal_without_wire_lines_gets_a_v2_handshake(tmp_path: Path) -> None:
+    from acp_fast import _replay_v2, replay_agent
+
+    from .kit import update
+
+    # A chunk with a message id: only v2's have one.
+    text = {"type": "text", "text": "hi"}
+    body = {"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": text}
+    envelope = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": "s-1", "update": body},
+        }
+    )
+    path = tmp_path / "j.jsonl"
+    with journal.JsonlJournal(path) as j:
+        j.on_update(update(1, "hi", envelope=envelope))
+    made = replay_agent.load(str(path)).entries
+    assert _replay_v2.recorded_version(made) == 2
+    answers = [e.message.get("result") for e in made if e.direction == "<-" and "id" in e.message]
+    assert answers[0]["protocolVersion"] == 2
+    assert answers[2] == {"messageId": "replay-1"}
+    states = [
+        e.message["params"]["update"].get("state")
+        for e in made
+        if e.direction == "<-" and "method" in e.message
+    ]
+    assert states == ["running", None, "idle"], "the recorded update between running and idle"

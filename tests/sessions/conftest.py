@@ -10,7 +10,7 @@ from typing import Any
 
 import acp_fast as acp
 import pytest
-from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS, Journal
+from conftest import TEST_CLIENT_INFO, TEST_TRANSFER_LIMITS, Journal, protocol_option
 
 AGENT = Path(__file__).with_name("session_agent.py")
 
@@ -61,7 +61,9 @@ MakeClient = Callable[..., tuple[acp.Client, Agent]]
 
 
 @pytest.fixture
-def make_session_client(tmp_path: Path, journal: Journal) -> Iterator[MakeClient]:
+def make_session_client(tmp_path: Path, journal: Journal, protocol: str) -> Iterator[MakeClient]:
+    """`make(config, observer, **options)`: a client on the scripted agent, speaking `protocol`
+    (the agent answers the version offered)."""
     clients: list[acp.Client] = []
     count = 0
 
@@ -81,6 +83,7 @@ def make_session_client(tmp_path: Path, journal: Journal) -> Iterator[MakeClient
             "client_info": TEST_CLIENT_INFO,
             "observer": observer,
             "cwd": str(tmp_path),
+            **protocol_option(protocol),
         }
         settings.update(options)
         client = acp.Client(

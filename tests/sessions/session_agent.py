@@ -20,6 +20,16 @@ A prompt's text picks its behaviour:
 - ``ask_then_stream N``: a permission request, then N chunks; after the answer, as ``permission``.
 
 Methods listed in the config's ``hang_methods`` are never answered.
+
+ACP v2: offered ``protocolVersion`` 2 (and the config's ``initialize`` is v1's, as by default), it
+answers 2 with the same capabilities in v2's shape and plays the same behaviours as v2 turns
+(`acp_fast._agent_v2`): a prompt is acknowledged with ``{messageId}`` at once, ``running`` and the
+``user_message`` follow, chunks carry message ids, ``tool_call``/``plan`` go as
+``tool_call_update``/``plan_update``, a permission request has ``title`` and ``subject`` between
+``requires_action`` and ``running``, and where v1 answers the prompt with a stop reason v2 sends
+``state_update`` ``idle`` with it. ``session/load`` and ``session/set_mode`` are not v2 methods
+(``-32601``); ``session/resume`` with ``replayFrom`` replays as ``session/load`` does;
+``auth/login``/``auth/logout`` are v2's ``authenticate``/``logout``.
 """
 
 from __future__ import annotations
@@ -28,7 +38,10 @@ import json
 import subprocess
 import sys
 import time
+from functools import partial
 from typing import Any
+
+from acp_fast import _agent_v2 as v2
 
 config: dict[str, Any] = json.loads(open(sys.argv[1]).read())
 log = open(sys.argv[2], "a", buffering=1)
@@ -41,7 +54,26 @@ def send(message: dict[str, Any]) -> None:
     out.flush()
 
 
+version = 1  # what initialize agreed
+turns: dict[str, v2.V2Turn] = {}  # v2: session id -> its running turn
+outside: dict[str, v2.V2Turn] = {}  # v2: the encoders of updates outside a turn
+message_ids = v2.counter("m")
+
+
+def encoder(session_id: str) -> v2.V2Turn:
+    found = turns.get(session_id) or outside.get(session_id)
+    if found is None:
+        found = outside[session_id] = v2.V2Turn(partial(raw_update, session_id), message_ids)
+    return found
+
+
+def raw_update(session_id: str, body: dict[str, Any]) -> None:
+    send({"method": "session/update", "params": {"sessionId": session_id, "update": body}})
+
+
 def update(session_id: str, body: dict[str, Any]) -> None:
+    if version == 2:
+        body = encoder(session_id).encode(body)
     send({"method": "session/update", "params": {"sessionId": session_id, "update": body}})
 
 
@@ -63,6 +95,9 @@ def ask(
 ) -> None:
     """A `session/request_permission` request."""
     params = {"sessionId": session_id, "toolCall": tool_call, "options": options}
+    if version == 2:
+        params = v2.permission_params(session_id, tool_call, options)
+        raw_update(session_id, v2.state("requires_action"))
     send({"id": request_id, "method": "session/request_permission", "params": params})
 
 
@@ -70,11 +105,40 @@ def answer(request_id: Any, result: Any) -> None:
     send({"id": request_id, "result": result})
 
 
+def begin(session_id: str, request_id: Any, prompt: list[Any]) -> None:
+    """A prompt turn starts: in v2 the acknowledgement, `running` and the user message."""
+    if version == 2:
+        turn = turns[session_id] = v2.V2Turn(partial(raw_update, session_id), message_ids)
+        answer(request_id, {"messageId": turn.user_id})
+        turn.start(prompt)
+
+
+def finish(session_id: str, request_id: Any, stop_reason: str) -> None:
+    """A prompt turn ends: v1 answers the prompt, v2 goes `idle` with the stop reason."""
+    if version == 2:
+        turn = turns.pop(session_id, None)
+        if turn is not None:
+            turn.end(stop_reason)
+    else:
+        answer(request_id, {"stopReason": stop_reason})
+
+
+def v2_initialize(v1: dict[str, Any]) -> dict[str, Any]:
+    """The config's v1 initialize answer in v2's shape."""
+    info = v1.get("agentInfo") or {"name": "session-agent", "version": "1"}
+    session = v2.session_capabilities(v1.get("agentCapabilities") or {})
+    methods = v2.auth_methods(v1.get("authMethods", []))
+    return v2.initialize_result(info, session, authMethods=methods)
+
+
 def session_result() -> dict[str, Any]:
     result: dict[str, Any] = {}
-    for key in ("modes", "configOptions", "models"):
+    # v2 has no modes or models (config options stand in).
+    for key in ("modes", "configOptions", "models") if version == 1 else ("configOptions",):
         if key in config:
             result[key] = config[key]
+    if version == 2 and "configOptions" in result:
+        result["configOptions"] = v2.config_options(result["configOptions"])
     return result
 
 
@@ -96,14 +160,20 @@ for raw in sys.stdin:
     if method is None and request_id in asked:
         session_id = asked.pop(request_id)
         outcome = message["result"]["outcome"]
+        if version == 2:
+            raw_update(session_id, v2.state("running"))
         chunk(session_id, "outcome " + json.dumps(outcome, separators=(",", ":")))
         prompt_id, _, _ = pending.pop(session_id)
-        answer(prompt_id, {"stopReason": "cancelled" if session_id in cancelled else "end_turn"})
+        finish(session_id, prompt_id, "cancelled" if session_id in cancelled else "end_turn")
         continue
     if method in config.get("hang_methods", ()):
         continue
     if method == "initialize":
-        answer(request_id, config.get("initialize", {"protocolVersion": 1}))
+        result = config.get("initialize", {"protocolVersion": 1})
+        if v2.negotiate(params) == 2 and result.get("protocolVersion") == 1:
+            version = 2
+            result = v2_initialize(result)
+        answer(request_id, result)
     elif method == "session/new":
         if config.get("auth_required"):
             error = {"code": -32000, "message": "Authentication required"}
@@ -111,12 +181,14 @@ for raw in sys.stdin:
             continue
         answer(request_id, {"sessionId": f"s{next_session}", **session_result()})
         next_session += 1
+    elif version == 2 and method in ("session/load", "session/set_mode"):
+        send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
     elif method in ("session/load", "session/resume"):
         session_id = params["sessionId"]
         if session_id not in config.get("known", []):
             send({"id": request_id, "error": {"code": -32002, "message": "no such session"}})
             continue
-        if method == "session/load":
+        if method == "session/load" or params.get("replayFrom"):
             for body in config.get("replay", []):
                 update(session_id, body)
         answer(request_id, config.get("load_result"))
@@ -137,6 +209,8 @@ for raw in sys.stdin:
         "session/set_model",
         "authenticate",
         "logout",
+        "auth/login",
+        "auth/logout",
     ):
         answer(request_id, None if config.get("null_results") else {})
     elif method == "session/set_config_option":
@@ -144,6 +218,8 @@ for raw in sys.stdin:
         for option in options:
             if option["id"] == params["configId"]:
                 option["currentValue"] = params["value"]
+        if version == 2:
+            options = v2.config_options(options)
         answer(request_id, {"configOptions": options} if config.get("echo_options", True) else {})
     elif method == "session/cancel":
         session_id = params["sessionId"]
@@ -152,26 +228,30 @@ for raw in sys.stdin:
             prompt_id, behaviour, extra = pending[session_id]
             if behaviour == "hang":
                 pending.pop(session_id)
-                answer(prompt_id, {"stopReason": "cancelled"})
+                finish(session_id, prompt_id, "cancelled")
             elif behaviour == "late":
                 pending.pop(session_id)
                 time.sleep(float(extra))
-                answer(prompt_id, {"stopReason": "cancelled"})
+                finish(session_id, prompt_id, "cancelled")
     elif method == "session/prompt":
         session_id = params["sessionId"]
         cancelled.discard(session_id)
         text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
         words = text.split()
         behaviour = words[0] if words else "stream"
+        if behaviour != "duet":
+            begin(session_id, request_id, params["prompt"])
         if behaviour == "stream":
             for i in range(int(words[1])):
                 chunk(session_id, f"c{i} ")
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
         elif behaviour == "flood":
             body = {
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": "x" * 32},
             }
+            if version == 2:
+                body = encoder(session_id).encode(body)
             line_out = (
                 json.dumps(
                     {
@@ -187,23 +267,25 @@ for raw in sys.stdin:
             for start in range(0, count, 1000):
                 out.write(line_out * min(1000, count - start))
             out.flush()
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
         elif behaviour == "interleave":
             other = words[2]
             for i in range(int(words[1])):
                 chunk(session_id, f"a{i} ")
                 chunk(other, f"b{i} ", "agent_thought_chunk")
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
         elif behaviour == "duet":
             duet.append((session_id, request_id))
             if len(duet) == 2:
                 (first, first_id), (second, second_id) = duet
+                begin(first, first_id, [])
+                begin(second, second_id, [])
                 duet.clear()
                 for i in range(int(words[1])):
                     chunk(first, f"a{i} ")
                     chunk(second, f"b{i} ")
-                answer(first_id, {"stopReason": "end_turn"})
-                answer(second_id, {"stopReason": "end_turn"})
+                finish(first, first_id, "end_turn")
+                finish(second, second_id, "end_turn")
         elif behaviour == "ask_then_stream":
             pending[session_id] = (request_id, "permission", "")
             asked["perm-2"] = session_id
@@ -274,7 +356,7 @@ for raw in sys.stdin:
                 [{"optionId": "no", "name": "No", "kind": "reject_once"}],
             )
         elif behaviour == "after":
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
             update(session_id, {"sessionUpdate": "usage_update", "used": 1, "size": 2})
             update(
                 session_id,
@@ -284,12 +366,12 @@ for raw in sys.stdin:
                 },
             )
         elif behaviour == "aftertalk":
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
             chunk(session_id, "stale ")
         elif behaviour == "cancel_request":
             send({"method": "$/cancel_request", "params": {"requestId": 99}})
             chunk(session_id, "still here")
-            answer(request_id, {"stopReason": "end_turn"})
+            finish(session_id, request_id, "end_turn")
     elif request_id is not None and method is not None:
         send({"id": request_id, "error": {"code": -32601, "message": "method not found"}})
 

@@ -33,6 +33,8 @@ pub enum Call {
         servers: Option<Vec<McpServer>>,
         resume: bool,
         system_prompt: Option<SystemPrompt>,
+        /// v2's `replayFrom: {"type": "start"}` on a resume.
+        replay_from_start: bool,
     },
     ListSessions(Option<String>),
     DeleteSession(String),
@@ -100,6 +102,7 @@ impl Call {
                 servers,
                 resume,
                 system_prompt,
+                replay_from_start,
             } => Request::LoadSession {
                 session_id,
                 cwd,
@@ -107,6 +110,7 @@ impl Call {
                 mcp_servers: servers.as_deref(),
                 resume: *resume,
                 system_prompt: system_prompt.as_ref(),
+                replay_from_start: *replay_from_start,
             },
             Call::ListSessions(cwd) => Request::ListSessions {
                 cwd: cwd.as_deref(),
@@ -415,6 +419,7 @@ mod tests {
             servers: None,
             resume: false,
             system_prompt: None,
+            replay_from_start: false,
         };
         assert_eq!(load.value(Ok(None)), Ok(Value::SessionId("l".into())));
         let list = Call::ListSessions(None);

@@ -6,7 +6,7 @@
 use acp_proto::error::AcpError;
 use acp_proto::host::Activity;
 use acp_proto::permission::{ObserverAnswer, PermissionRecord};
-use acp_proto::update::UpdateEvent;
+use acp_proto::update::{Joined, UpdateEvent};
 use acp_proto::{AskId, Connection};
 
 /// What the edge answered a permission request with: a reply (or abstention) now, or a value
@@ -58,7 +58,7 @@ pub trait Edge {
     fn update(
         &mut self,
         update: &UpdateEvent<'_>,
-        joined: bool,
+        joined: Joined,
         routed: bool,
     ) -> Result<bool, Fail<Self::Error>>;
 

@@ -107,7 +107,8 @@ impl CoreClient {
         Ok(Prepared::new(slf, Call(call)))
     }
 
-    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume, system_prompt=None))]
+    #[pyo3(signature = (session_id, cwd, mcp_servers, additional_directories, resume, system_prompt=None, replay_from_start=false))]
+    #[allow(clippy::too_many_arguments)]
     fn load_session(
         slf: &Bound<'_, Self>,
         session_id: String,
@@ -116,6 +117,7 @@ impl CoreClient {
         additional_directories: Vec<String>,
         resume: bool,
         system_prompt: Option<(String, String)>,
+        replay_from_start: bool,
     ) -> PyResult<Prepared> {
         let call = Owned::LoadSession {
             session_id,
@@ -124,6 +126,7 @@ impl CoreClient {
             servers: servers(mcp_servers)?,
             resume,
             system_prompt: system_prompt.map(prompt),
+            replay_from_start,
         };
         Ok(Prepared::new(slf, Call(call)))
     }

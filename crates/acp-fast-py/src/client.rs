@@ -408,6 +408,12 @@ impl CoreClient {
             .load(Ordering::Relaxed)
     }
 
+    /// The ACP version `initialize` agreed (1 or 2); None before the agent answered it.
+    #[getter]
+    fn protocol_version(&self) -> Option<i64> {
+        self.views().initialize.as_ref().map(|i| i.protocol_version)
+    }
+
     #[getter]
     fn agent_error(&self) -> Option<String> {
         self.views().agent_error.clone()

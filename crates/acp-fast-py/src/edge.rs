@@ -14,7 +14,7 @@ use acp_client::{Asked, Edge, Fail};
 use acp_proto::error::AcpError;
 use acp_proto::host::Activity;
 use acp_proto::permission::PermissionRecord;
-use acp_proto::update::{UpdateEvent, UpdateKind};
+use acp_proto::update::{Joined, UpdateEvent, UpdateKind};
 use acp_proto::{AskId, Connection};
 
 use crate::errors::{kind_names, to_pyerr};
@@ -32,6 +32,8 @@ pub(crate) struct PyEdge<'py, 'a> {
     shared: &'a Shared,
     published: &'a Published,
     session_cache: Option<(String, Py<PyString>)>,
+    /// v2's chunks of one message come in a row with the same `messageId`: made once.
+    message_cache: Option<(String, Py<PyString>)>,
     /// The `Update` object the last update made, for the fold.
     made: Option<Bound<'py, Update>>,
     /// Updates delivered (`drain()` returns it).
@@ -56,6 +58,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
             shared,
             published,
             session_cache: None,
+            message_cache: None,
             made: None,
             delivered: 0,
             asynchronous: shared.controls.asynchronous.load(Ordering::Relaxed),
@@ -68,14 +71,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
     }
 
     fn session_object(&mut self, id: &str) -> Py<PyString> {
-        match &self.session_cache {
-            Some((text, object)) if text == id => object.clone_ref(self.py),
-            _ => {
-                let object = PyString::new(self.py, id).unbind();
-                self.session_cache = Some((id.to_owned(), object.clone_ref(self.py)));
-                object
-            }
-        }
+        cached(self.py, &mut self.session_cache, id)
     }
 
     /// The `Update` object observers and the fold are given.
@@ -97,7 +93,7 @@ impl<'py, 'a> PyEdge<'py, 'a> {
             message_id: update
                 .message_id
                 .as_ref()
-                .map(|v| PyString::new(py, v).unbind()),
+                .map(|v| cached(py, &mut self.message_cache, v)),
             tool_call_id: update
                 .tool_call_id
                 .as_ref()
@@ -203,7 +199,7 @@ impl<'py> Edge for PyEdge<'py, '_> {
     fn update(
         &mut self,
         update: &UpdateEvent<'_>,
-        joined: bool,
+        joined: Joined,
         routed: bool,
     ) -> Result<bool, Fail<PyErr>> {
         let object = self.deliver(update)?;
@@ -213,9 +209,18 @@ impl<'py> Edge for PyEdge<'py, '_> {
             None if fold => Some(self.update_object(update).map_err(Fail::Other)?),
             object => object,
         };
-        if joined {
-            if let Some(reply) = self.replies.get_mut(update.session_id.as_ref()) {
-                reply.push(self.py, &update.text, update.ascii);
+        match joined {
+            Joined::No => {}
+            Joined::Append => {
+                if let Some(reply) = self.replies.get_mut(update.session_id.as_ref()) {
+                    reply.push(self.py, &update.text, update.ascii);
+                }
+            }
+            // v2: a message replaced, or a chunk of an earlier message (rare).
+            Joined::Splice { at, remove } => {
+                if let Some(reply) = self.replies.get_mut(update.session_id.as_ref()) {
+                    reply.splice(self.py, at, remove, &update.text, update.ascii);
+                }
             }
         }
         Ok(fold)
@@ -358,5 +363,18 @@ impl<'py> Edge for PyEdge<'py, '_> {
         let error = to_pyerr(self.py, error);
         *lock(&self.shared.stop_cause) = Some(error.value(self.py).clone().into_any().unbind());
         error
+    }
+}
+
+/// The `str` of `text`, reused while the same text comes again (a session id, a message id).
+#[inline]
+fn cached(py: Python<'_>, cache: &mut Option<(String, Py<PyString>)>, text: &str) -> Py<PyString> {
+    match cache {
+        Some((kept, object)) if kept == text => object.clone_ref(py),
+        _ => {
+            let object = PyString::new(py, text).unbind();
+            *cache = Some((text.to_owned(), object.clone_ref(py)));
+            object
+        }
     }
 }

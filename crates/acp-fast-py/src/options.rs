@@ -14,7 +14,7 @@ use acp_os::process::StderrMode;
 use acp_proto::encode::{ClientInfo, ContentBlock, McpServer};
 use acp_proto::error::AcpError;
 use acp_proto::host::{HostCapabilities, OptIns};
-use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
+use acp_proto::limits::{Config, PermissionPolicy, Protocol, TransferLimits};
 
 /// A positive integer limit, with the message every binding shares.
 pub(crate) fn positive(
@@ -205,6 +205,20 @@ pub(crate) fn read(
     let (name, title, version): (String, String, String) = attr(options, "client_info")?;
     let policy = options.getattr("permission_policy")?;
     let capabilities = capability_config(options)?;
+    // Read by name with a default, so an options object from before v2 still reads as v1.
+    let protocol_name: String = match options.getattr("protocol") {
+        Ok(value) => value.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "protocol must be a str: \"v1\", \"v2\" or \"auto\"",
+            )
+        })?,
+        Err(_) => "v1".to_owned(),
+    };
+    let Some(protocol) = Protocol::from_name(&protocol_name) else {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "protocol must be \"v1\", \"v2\" or \"auto\" (got {protocol_name:?})"
+        )));
+    };
     let config = Config {
         limits: TransferLimits {
             request_bytes: request_bytes as usize,
@@ -227,6 +241,7 @@ pub(crate) fn read(
         collect_reply: false,
         capabilities: read_capabilities(capabilities.as_ref()),
         opt_ins: read_opt_ins(capabilities.as_ref()),
+        protocol,
     };
     Ok(Ok(Options {
         config,

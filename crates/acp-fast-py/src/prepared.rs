@@ -85,8 +85,15 @@ fn turn_record(py: Python<'_>, reply: ReplyBuilder, turn: TurnOutcome) -> PyResu
             o.withheld_update_sequence,
         )
     });
+    // v1: the host's own chunk strings, joined once; v2: the connection folds the reply per
+    // message (an upsert may replace what was streamed) and hands it over whole.
+    let response = if turn.response.is_empty() {
+        reply.finish(py)?
+    } else {
+        crate::reply::text_object(py, &turn.response, turn.response_ascii)?
+    };
     let record = Turn {
-        response: reply.finish(py)?,
+        response,
         stop_reason: turn.stop_reason,
         overflow,
         session_id: turn.session_id,

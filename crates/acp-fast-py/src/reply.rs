@@ -140,6 +140,73 @@ impl ReplyBuilder {
         }
     }
 
+    /// v2: the reply's bytes `at..at + remove` become `text` (a message replaced by its
+    /// upsert, or a chunk of an earlier message). Offsets are the connection's, in bytes of the
+    /// reply as pushed; out of range they are clamped (never a panic on a host's reply).
+    pub(crate) fn splice(
+        &mut self,
+        py: Python<'_>,
+        at: usize,
+        remove: usize,
+        text: &str,
+        known_ascii: bool,
+    ) {
+        use pyo3::ffi;
+        if let ReplyBuilder::Empty = self {
+            self.push(py, text, known_ascii);
+            return;
+        }
+        let is_ascii = known_ascii || text.is_ascii();
+        if let ReplyBuilder::Ascii {
+            text: held, len, ..
+        } = self
+        {
+            if !is_ascii {
+                // SAFETY: `held` is a live compact ASCII str with `len` bytes written.
+                let written =
+                    unsafe { std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(held.0), *len) };
+                *self = ReplyBuilder::Utf8(written.to_vec());
+            }
+        }
+        match self {
+            ReplyBuilder::Ascii {
+                text: held,
+                len,
+                capacity,
+            } => {
+                let at = at.min(*len);
+                let remove = remove.min(*len - at);
+                let needed = *len - remove + text.len();
+                if needed > *capacity {
+                    let grown = needed.max(capacity.saturating_mul(2));
+                    // SAFETY: as in `push`: the str is ours alone.
+                    let status =
+                        unsafe { ffi::PyUnicode_Resize(&mut held.0, grown as ffi::Py_ssize_t) };
+                    if status != 0 || held.0.is_null() {
+                        *self = ReplyBuilder::Failed;
+                        return;
+                    }
+                    *capacity = grown;
+                }
+                // SAFETY: capacity >= needed and >= len; 1 byte per character. The tail moves
+                // first (`copy` allows overlap), then the text fills the gap.
+                unsafe {
+                    let data = ffi::PyUnicode_1BYTE_DATA(held.0);
+                    let tail = *len - at - remove;
+                    std::ptr::copy(data.add(at + remove), data.add(at + text.len()), tail);
+                    std::ptr::copy_nonoverlapping(text.as_ptr(), data.add(at), text.len());
+                }
+                *len = needed;
+            }
+            ReplyBuilder::Utf8(bytes) => {
+                let at = at.min(bytes.len());
+                let end = at.saturating_add(remove).min(bytes.len());
+                bytes.splice(at..end, text.bytes());
+            }
+            ReplyBuilder::Empty | ReplyBuilder::Failed => {}
+        }
+    }
+
     pub(crate) fn finish(self, py: Python<'_>) -> PyResult<Py<PyString>> {
         use pyo3::ffi;
         match self {
@@ -156,8 +223,10 @@ impl ReplyBuilder {
                     .unbind())
             }
             ReplyBuilder::Utf8(bytes) => {
-                let text = std::str::from_utf8(&bytes).expect("chunks are valid UTF-8");
-                Ok(PyString::new(py, text).unbind())
+                // Whole chunks and messages are valid UTF-8; a splice clamped out of range
+                // (never by the connection's own offsets) must not panic the host.
+                let text = String::from_utf8_lossy(&bytes);
+                Ok(PyString::new(py, &text).unbind())
             }
             ReplyBuilder::Failed => Err(PyErr::fetch(py)),
         }

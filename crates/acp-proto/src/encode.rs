@@ -179,19 +179,49 @@ impl Json {
 
 /// `initialize`; `capabilities` is the `clientCapabilities` JSON (wave 1: `{}`).
 pub fn initialize(id: i64, info: &ClientInfo, capabilities: &str) -> Vec<u8> {
+    initialize_as(id, info, capabilities, 1)
+}
+
+/// `initialize` offering `version`: v2 names v1's `clientCapabilities`/`clientInfo`
+/// `capabilities`/`info`.
+pub fn initialize_as(id: i64, info: &ClientInfo, capabilities: &str, version: i64) -> Vec<u8> {
+    initialize_offer(id, info, capabilities, version, None)
+}
+
+/// `initialize` offering `version`; with `v1_capabilities` (an offer of 2 that falls back to 1)
+/// v1's `clientCapabilities` and `clientInfo` ride along, so an agent that answers 1 knows what
+/// the host serves (both versions' agents ignore the other's keys).
+pub fn initialize_offer(
+    id: i64,
+    info: &ClientInfo,
+    capabilities: &str,
+    version: i64,
+    v1_capabilities: Option<&str>,
+) -> Vec<u8> {
+    let (caps_key, info_key) = match version {
+        1 => ("clientCapabilities", "clientInfo"),
+        _ => ("capabilities", "info"),
+    };
+    let write_info = |json: &mut Json, key: &str| {
+        json.key(key);
+        json.open_object();
+        json.field_str("name", &info.name);
+        json.field_str("title", &info.title);
+        json.field_str("version", &info.version);
+        json.close(b'}');
+    };
     let mut json = Json::message();
     json.field_raw("id", &id.to_string());
     json.field_str("method", "initialize");
     json.key("params");
     json.open_object();
-    json.field_raw("protocolVersion", "1");
-    json.field_raw("clientCapabilities", capabilities);
-    json.key("clientInfo");
-    json.open_object();
-    json.field_str("name", &info.name);
-    json.field_str("title", &info.title);
-    json.field_str("version", &info.version);
-    json.close(b'}');
+    json.field_raw("protocolVersion", &version.to_string());
+    json.field_raw(caps_key, capabilities);
+    write_info(&mut json, info_key);
+    if let Some(v1) = v1_capabilities {
+        json.field_raw("clientCapabilities", v1);
+        write_info(&mut json, "clientInfo");
+    }
     json.close(b'}');
     json.finish_line()
 }
@@ -226,6 +256,30 @@ pub fn session_load(
     servers: &[McpServer],
     system_prompt: Option<&SystemPrompt>,
 ) -> Vec<u8> {
+    session_resume(
+        id,
+        method,
+        session_id,
+        cwd,
+        additional_directories,
+        servers,
+        system_prompt,
+        false,
+    )
+}
+
+/// `session_load`'s params, and v2's `replayFrom: {"type": "start"}` when `replay_from_start`.
+#[allow(clippy::too_many_arguments)]
+pub fn session_resume(
+    id: i64,
+    method: &str,
+    session_id: &str,
+    cwd: &str,
+    additional_directories: &[String],
+    servers: &[McpServer],
+    system_prompt: Option<&SystemPrompt>,
+    replay_from_start: bool,
+) -> Vec<u8> {
     let mut json = request(id, method);
     json.key("params");
     json.open_object();
@@ -235,6 +289,9 @@ pub fn session_load(
     json.key("mcpServers");
     write_mcp_servers(&mut json, servers);
     write_system_prompt(&mut json, system_prompt);
+    if replay_from_start {
+        json.field_raw("replayFrom", r#"{"type":"start"}"#);
+    }
     json.close(b'}');
     json.finish_line()
 }
@@ -295,11 +352,14 @@ pub enum ConfigValue<'a> {
     Boolean(bool),
 }
 
+/// `session/set_config_option`; a select value is `{"type": "id", "value": …}` in v2
+/// (`typed_select`), a bare `value` in v1.
 pub fn set_config_option(
     id: i64,
     session_id: &str,
     config_id: &str,
     value: ConfigValue<'_>,
+    typed_select: bool,
 ) -> Vec<u8> {
     let mut json = request(id, "session/set_config_option");
     json.key("params");
@@ -307,7 +367,12 @@ pub fn set_config_option(
     json.field_str("sessionId", session_id);
     json.field_str("configId", config_id);
     match value {
-        ConfigValue::Select(value) => json.field_str("value", value),
+        ConfigValue::Select(value) => {
+            if typed_select {
+                json.field_str("type", "id");
+            }
+            json.field_str("value", value)
+        }
         ConfigValue::Boolean(value) => {
             json.field_str("type", "boolean");
             json.field_raw("value", if value { "true" } else { "false" });
@@ -317,8 +382,9 @@ pub fn set_config_option(
     json.finish_line()
 }
 
-pub fn authenticate(id: i64, method_id: &str) -> Vec<u8> {
-    let mut json = request(id, "authenticate");
+/// `authenticate` (v1) or `auth/login` (v2): the same params under the version's method name.
+pub fn authenticate(id: i64, method: &str, method_id: &str) -> Vec<u8> {
+    let mut json = request(id, method);
     json.key("params");
     json.open_object();
     json.field_str("methodId", method_id);
@@ -326,8 +392,9 @@ pub fn authenticate(id: i64, method_id: &str) -> Vec<u8> {
     json.finish_line()
 }
 
-pub fn logout(id: i64) -> Vec<u8> {
-    let mut json = request(id, "logout");
+/// `logout` (v1) or `auth/logout` (v2).
+pub fn logout(id: i64, method: &str) -> Vec<u8> {
+    let mut json = request(id, method);
     json.field_raw("params", "{}");
     json.finish_line()
 }
@@ -781,11 +848,11 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":10,"method":"session/set_mode","params":{"sessionId":"s1","modeId":"code"}}"#,
             ),
             (
-                set_config_option(11, "s1", "mode", ConfigValue::Select("code")),
+                set_config_option(11, "s1", "mode", ConfigValue::Select("code"), false),
                 r#"{"jsonrpc":"2.0","id":11,"method":"session/set_config_option","params":{"sessionId":"s1","configId":"mode","value":"code"}}"#,
             ),
             (
-                set_config_option(12, "s1", "brave", ConfigValue::Boolean(true)),
+                set_config_option(12, "s1", "brave", ConfigValue::Boolean(true), false),
                 r#"{"jsonrpc":"2.0","id":12,"method":"session/set_config_option","params":{"sessionId":"s1","configId":"brave","type":"boolean","value":true}}"#,
             ),
             (
@@ -793,11 +860,11 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":13,"method":"session/set_model","params":{"sessionId":"s1","modelId":"opus"}}"#,
             ),
             (
-                authenticate(14, "agent-login"),
+                authenticate(14, "authenticate", "agent-login"),
                 r#"{"jsonrpc":"2.0","id":14,"method":"authenticate","params":{"methodId":"agent-login"}}"#,
             ),
             (
-                logout(15),
+                logout(15, "logout"),
                 r#"{"jsonrpc":"2.0","id":15,"method":"logout","params":{}}"#,
             ),
             (

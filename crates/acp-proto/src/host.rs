@@ -126,6 +126,19 @@ pub fn client_capabilities_json(caps: Option<&HostCapabilities>, opt_ins: OptIns
     format!("{{{}}}", members.join(","))
 }
 
+/// v2's `capabilities`: only what v2 has (no `fs`/`terminal`, no session opt-ins; terminal
+/// authentication is an object there).
+pub fn client_capabilities_v2_json(opt_ins: OptIns) -> String {
+    let mut members: Vec<&str> = Vec::with_capacity(2);
+    if opt_ins.auth_terminal {
+        members.push(r#""auth":{"terminal":{}}"#);
+    }
+    if opt_ins.elicitation {
+        members.push(r#""elicitation":{"form":{},"url":{}}"#);
+    }
+    format!("{{{}}}", members.join(","))
+}
+
 /// A checked host request: what the OS side is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostOp {

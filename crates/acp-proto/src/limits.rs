@@ -87,6 +87,45 @@ pub struct Config {
     /// admitted chunk's text (as the Python binding does) assembles it once at the end instead,
     /// and `TurnOutcome::response` is then empty.
     pub collect_reply: bool,
+    /// The ACP version offered in `initialize` (design/protocol-now.md §4).
+    pub protocol: Protocol,
+}
+
+/// Which ACP versions a client offers: v1 alone, v2 alone, or v2 with a fall-back to v1 when the
+/// agent answers 1 (the official SDKs' negotiation rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    #[default]
+    V1,
+    V2,
+    Auto,
+}
+
+impl Protocol {
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        match name {
+            "v1" => Some(Protocol::V1),
+            "v2" => Some(Protocol::V2),
+            "auto" => Some(Protocol::Auto),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::V1 => "v1",
+            Protocol::V2 => "v2",
+            Protocol::Auto => "auto",
+        }
+    }
+
+    /// The `protocolVersion` written in `initialize`.
+    pub fn offered(self) -> i64 {
+        match self {
+            Protocol::V1 => 1,
+            Protocol::V2 | Protocol::Auto => 2,
+        }
+    }
 }
 
 impl Config {
@@ -102,6 +141,7 @@ impl Config {
             collect_reply: true,
             capabilities: None,
             opt_ins: OptIns::default(),
+            protocol: Protocol::V1,
         }
     }
 

@@ -145,13 +145,19 @@ impl Ask {
             .map(str::to_owned)
             .or(announced_name);
         let own_kind = tool.and_then(|t| t.kind.as_str()).map(str::to_owned);
+        // v2 gives the request a title of its own (the prompt's): it is what rules match and
+        // what the host is shown; v1 has only the tool call's.
+        let title = fields
+            .title
+            .as_str()
+            .or_else(|| tool.and_then(|t| t.title.as_str()));
         let tool_kind = own_kind.or(announced);
         let options = fields.options.0.as_deref();
         let items = options.unwrap_or(&[]).iter().filter_map(|o| o.0.as_ref());
         let record = PermissionRecord {
             session_id: fields.session_id.or_empty().to_owned(),
             tool_call_id: tool.map_or("", |t| t.tool_call_id.or_empty()).to_owned(),
-            title: tool.map_or("", |t| t.title.or_empty()).to_owned(),
+            title: title.unwrap_or("").to_owned(),
             tool_kind: tool_kind.clone().unwrap_or_default(),
             status: tool.map_or("", |t| t.status.or_empty()).to_owned(),
             outcome: "pending".into(),
@@ -176,7 +182,7 @@ impl Ask {
         Ask {
             record,
             tool_present: tool.is_some(),
-            title: tool.and_then(|t| t.title.as_str()).map(str::to_owned),
+            title: title.map(str::to_owned),
             tool_kind,
             name,
             choices: items

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::error::{excerpt, AcpError};
+use crate::limits::Protocol;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NamedEntry {
@@ -119,30 +120,36 @@ fn version_refused(description: String) -> AcpError {
     })
 }
 
-pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
+/// The agent's answer to `initialize`, read as the version it agreed: 1 (v1's
+/// `agentCapabilities`/`agentInfo`) or 2 (`capabilities`/`info`), refused unless `offered`
+/// allows it (`Auto` takes either: the agent answers at or below what was offered).
+pub fn initialize(raw: &str, offered: Protocol) -> Result<InitializeInfo, AcpError> {
     let result = parse_object(raw, "initialize")?;
-    match result.get("protocolVersion").and_then(Value::as_i64) {
-        Some(1) => {}
-        Some(other) => {
-            return Err(version_refused(format!(
-                "the agent speaks ACP protocol version {other}; this client speaks version 1"
-            )))
-        }
-        None => {
-            return Err(version_refused(format!(
-                "the agent's initialize result has no integer protocolVersion: {}",
-                excerpt(raw.as_bytes(), 200)
-            )))
-        }
-    }
-    let caps = result.get("agentCapabilities").filter(|c| c.is_object());
-    let get = |path: &[&str]| {
-        let mut node = caps?;
-        for key in path {
-            node = node.get(key).filter(|n| !n.is_null())?;
-        }
-        Some(node)
+    let Some(version) = result.get("protocolVersion").and_then(Value::as_i64) else {
+        return Err(version_refused(format!(
+            "the agent's initialize result has no integer protocolVersion: {}",
+            excerpt(raw.as_bytes(), 200)
+        )));
     };
+    match (version, offered) {
+        (1, Protocol::V1 | Protocol::Auto) => Ok(initialize_v1(raw, &result)),
+        (2, Protocol::V2 | Protocol::Auto) => Ok(initialize_v2(raw, &result)),
+        (1, Protocol::V2) => Err(version_refused(
+            "the agent speaks ACP protocol version 1 and this client asked for version 2 only (protocol=\"v2\"): use protocol=\"auto\" to fall back to version 1, or protocol=\"v1\"".into(),
+        )),
+        (2, Protocol::V1) => Err(version_refused(
+            "the agent speaks ACP protocol version 2; this client speaks version 1 (protocol=\"v1\"): use protocol=\"auto\" or \"v2\"".into(),
+        )),
+        (other, _) => Err(version_refused(format!(
+            "the agent speaks ACP protocol version {other}; this client offered version {} and speaks versions 1 and 2",
+            offered.offered()
+        ))),
+    }
+}
+
+fn initialize_v1(raw: &str, result: &Value) -> InitializeInfo {
+    let caps = result.get("agentCapabilities").filter(|c| c.is_object());
+    let get = |path: &[&str]| walk(caps, path);
     let prompt = |key: &str| is_true(get(&["promptCapabilities", key]));
     let capabilities = Capabilities {
         load_session: is_true(get(&["loadSession"])),
@@ -172,32 +179,85 @@ pub fn initialize(raw: &str) -> Result<InitializeInfo, AcpError> {
         session_fork: present(get(&["sessionCapabilities", "fork"])),
         session_title: present(get(&["sessionCapabilities", "title"])),
         session_status: present(get(&["sessionCapabilities", "status"])),
-        steering: is_true(
-            result
-                .get("_meta")
-                .and_then(|m| m.get("steering"))
-                .and_then(|s| s.get("supported")),
-        ),
+        steering: steering(result),
     };
-    let auth_methods = objects(result.get("authMethods"))
+    InitializeInfo {
+        protocol_version: 1,
+        capabilities,
+        auth_methods: auth_methods(result, "id"),
+        agent_info: object_text(result.get("agentInfo")),
+        raw: raw.to_owned(),
+    }
+}
+
+/// v2's `initialize` result: `capabilities.session` present means the baseline session methods
+/// (`session/new`, `list`, `resume`, `close`, `prompt`, `cancel`); each optional feature is an
+/// object whose presence advertises it (`{}`), not a boolean.
+fn initialize_v2(raw: &str, result: &Value) -> InitializeInfo {
+    let caps = result.get("capabilities").filter(|c| c.is_object());
+    let get = |path: &[&str]| walk(caps, path);
+    let session = present(get(&["session"]));
+    let methods = auth_methods(result, "methodId");
+    let capabilities = Capabilities {
+        load_session: false,
+        prompt_image: present(get(&["session", "prompt", "image"])),
+        prompt_audio: present(get(&["session", "prompt", "audio"])),
+        prompt_embedded_context: present(get(&["session", "prompt", "embeddedContext"])),
+        session_resume: session,
+        session_list: session,
+        session_delete: present(get(&["session", "delete"])),
+        session_close: session,
+        session_additional_directories: present(get(&["session", "additionalDirectories"])),
+        mcp_http: present(get(&["session", "mcp", "http"])),
+        mcp_sse: false,
+        // A non-empty `authMethods` advertises both `auth/login` and `auth/logout`.
+        auth_logout: !methods.is_empty(),
+        system_prompt: present(get(&["session", "systemPrompt"])),
+        system_prompt_override: present(get(&["session", "systemPrompt", "mode", "override"])),
+        session_fork: present(get(&["session", "fork"])),
+        session_title: present(get(&["session", "title"])),
+        session_status: present(get(&["session", "status"])),
+        steering: steering(result),
+    };
+    InitializeInfo {
+        protocol_version: 2,
+        capabilities,
+        auth_methods: methods,
+        agent_info: object_text(result.get("info")),
+        raw: raw.to_owned(),
+    }
+}
+
+fn walk<'v>(root: Option<&'v Value>, path: &[&str]) -> Option<&'v Value> {
+    let mut node = root?;
+    for key in path {
+        node = node.get(key).filter(|n| !n.is_null())?;
+    }
+    Some(node)
+}
+
+fn steering(result: &Value) -> bool {
+    is_true(
+        result
+            .get("_meta")
+            .and_then(|m| m.get("steering"))
+            .and_then(|s| s.get("supported")),
+    )
+}
+
+fn object_text(value: Option<&Value>) -> Option<String> {
+    value.filter(|v| v.is_object()).map(Value::to_string)
+}
+
+fn auth_methods(result: &Value, id_key: &str) -> Vec<AuthMethodInfo> {
+    objects(result.get("authMethods"))
         .map(|m| AuthMethodInfo {
-            id: string(m, "id"),
+            id: string(m, id_key),
             name: string(m, "name"),
             description: string(m, "description"),
             kind: string(m, "type"),
         })
-        .collect();
-    let agent_info = result
-        .get("agentInfo")
-        .filter(|v| v.is_object())
-        .map(|v| v.to_string());
-    Ok(InitializeInfo {
-        protocol_version: 1,
-        capabilities,
-        auth_methods,
-        agent_info,
-        raw: raw.to_owned(),
-    })
+        .collect()
 }
 
 fn named(items: Option<&Value>, id_key: &str) -> Vec<NamedEntry> {
@@ -285,7 +345,9 @@ pub fn select_from_config(options: &Value, category: &str) -> Option<SelectInfo>
 /// A select option's values, groups flattened.
 pub fn select_values(option: &Value) -> impl Iterator<Item = &Value> {
     objects(option.get("options")).flat_map(|item| {
-        let group = item.get("group").is_some() && item.get("options").is_some();
+        // v1 names a group `group`, v2 `groupId`.
+        let named = item.get("group").is_some() || item.get("groupId").is_some();
+        let group = named && item.get("options").is_some();
         let nested: Vec<&Value> = if group {
             objects(item.get("options")).collect()
         } else {
@@ -297,7 +359,15 @@ pub fn select_values(option: &Value) -> impl Iterator<Item = &Value> {
 
 /// The config option `config_id` (type and object) among `options`.
 pub fn config_option<'a>(options: &'a Value, config_id: &str) -> Option<&'a Value> {
-    objects(Some(options)).find(|o| o.get("id").and_then(Value::as_str) == Some(config_id))
+    objects(Some(options)).find(|o| option_id(o) == Some(config_id))
+}
+
+/// A config option's id: v1's `id`, v2's `configId`.
+fn option_id(option: &Value) -> Option<&str> {
+    option
+        .get("id")
+        .or_else(|| option.get("configId"))
+        .and_then(Value::as_str)
 }
 
 /// (id, category) of each select config option, in order.
@@ -307,7 +377,7 @@ pub fn select_config_ids(options: &Value) -> impl Iterator<Item = (&str, &str)> 
             return None;
         }
         Some((
-            o.get("id")?.as_str()?,
+            option_id(o)?,
             o.get("category").and_then(Value::as_str).unwrap_or(""),
         ))
     })

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::calls::CallId;
 use crate::results::{self, ModelsInfo, ModesInfo, SessionResult};
+use crate::update::Joined;
 
 /// How many tool calls' kinds a session remembers for permission requests that omit the kind.
 pub const ANNOUNCED_KINDS: usize = 1024;
@@ -17,6 +18,9 @@ pub const ANNOUNCED_KINDS: usize = 1024;
 /// one turn is flooding; the record stays bounded.
 pub const TURN_NOTICES: usize = 256;
 pub const TURN_COMPACTIONS: usize = 256;
+
+/// How many `tool_call_content_chunk` items one tool call's record keeps (v2).
+pub const TOOL_CALL_CONTENT_ITEMS: usize = 1024;
 
 /// A record that a reply stopped at a limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +53,119 @@ pub struct Capture {
     pub bytes: usize,
     pub segments: usize,
     pub overflow: Option<Overflow>,
+    /// v2: the reply per `messageId`, in first-seen order (`text` stays empty).
+    pub messages: Messages,
+    /// v2: some admitted text was not known to be ASCII (the reply's `str` is then decoded).
+    pub not_ascii: bool,
+}
+
+/// A v2 reply: each agent message by `messageId`, in first-seen order. A chunk appends to its
+/// message, an `agent_message` upsert replaces it; the reply is the messages joined. Each
+/// message's place in the reply (`spans`) is kept so a host that assembles the reply itself is
+/// told exactly what changed (`Joined`); the texts themselves only when the connection
+/// collects the reply.
+#[derive(Debug, Default)]
+pub struct Messages {
+    /// (start, length) in bytes of the joined reply, per message.
+    spans: Vec<(usize, usize)>,
+    /// The texts, when collecting.
+    texts: Vec<String>,
+    index: HashMap<String, usize>,
+    /// The message the last chunk went to: chunks of one message come in a row, so most
+    /// lookups compare one id instead of hashing it.
+    last: Option<(String, usize)>,
+    /// The joined reply's length.
+    total: usize,
+}
+
+impl Messages {
+    /// Where message `id` is, if it was seen (the last message's id is compared first: chunks
+    /// of one message come in a row).
+    #[inline]
+    pub fn find(&self, id: &str) -> Option<usize> {
+        match &self.last {
+            Some((last, at)) if last == id => Some(*at),
+            _ => self.index.get(id).copied(),
+        }
+    }
+
+    /// The bytes message `at` holds (what a replacement gives back).
+    pub fn len_at(&self, at: usize) -> usize {
+        self.spans[at].1
+    }
+
+    /// Message `id`'s place, made at the end when `found` is `None`.
+    fn slot(&mut self, found: Option<usize>, id: &str, collect: bool) -> usize {
+        let at = found.unwrap_or_else(|| {
+            self.index.insert(id.to_owned(), self.spans.len());
+            self.spans.push((self.total, 0));
+            if collect {
+                self.texts.push(String::new());
+            }
+            self.spans.len() - 1
+        });
+        if !matches!(&self.last, Some((_, last)) if *last == at) {
+            self.last = Some((id.to_owned(), at));
+        }
+        at
+    }
+
+    /// Message `at` becomes `remove` bytes shorter and `text` longer at `offset`; the messages
+    /// after it move. The last message's growth at its end is an append.
+    fn edit(&mut self, at: usize, offset: usize, remove: usize, added: usize) -> Joined {
+        let span = &mut self.spans[at];
+        span.1 = span.1 - remove + added;
+        self.total = self.total - remove + added;
+        if at + 1 == self.spans.len() && remove == 0 && offset == self.total - added {
+            return Joined::Append;
+        }
+        for later in &mut self.spans[at + 1..] {
+            later.0 = later.0 - remove + added;
+        }
+        Joined::Splice { at: offset, remove }
+    }
+
+    /// `found`: what `find(id)` gave.
+    pub fn append(&mut self, found: Option<usize>, id: &str, text: &str, collect: bool) -> Joined {
+        let at = self.slot(found, id, collect);
+        if collect {
+            self.texts[at].push_str(text);
+        }
+        let (start, len) = self.spans[at];
+        self.edit(at, start + len, 0, text.len())
+    }
+
+    pub fn replace(&mut self, found: Option<usize>, id: &str, text: &str, collect: bool) -> Joined {
+        let at = self.slot(found, id, collect);
+        if collect {
+            text.clone_into(&mut self.texts[at]);
+        }
+        let (start, len) = self.spans[at];
+        self.edit(at, start, len, text.len())
+    }
+
+    /// The collected reply: a turn of one message hands its text over whole, more are joined
+    /// into one allocation.
+    pub fn joined(mut self) -> String {
+        if self.texts.len() == 1 {
+            return self.texts.pop().unwrap_or_default();
+        }
+        let mut reply = String::with_capacity(self.total);
+        for text in &self.texts {
+            reply.push_str(text);
+        }
+        reply
+    }
+}
+
+/// Where a v2 turn is (design/protocol-now.md §4): its `session/prompt` answer is only an
+/// acknowledgement, and the turn ends at the session's `idle` after the turn's own `running`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Lifecycle {
+    /// A `running` or `requires_action` came after the prompt was sent.
+    pub started: bool,
+    /// The acknowledgement (`{messageId}`) came.
+    pub acknowledged: bool,
 }
 
 /// One turn in flight: its reply and the final state of what it announced.
@@ -67,6 +184,8 @@ pub struct Turn {
     pub notices: Vec<Map<String, Value>>,
     /// The turn's compactions, first-seen order, folded to their final state.
     pub compactions: Compactions,
+    /// v2 only: the turn's lifecycle.
+    pub lifecycle: Lifecycle,
 }
 
 impl Turn {
@@ -81,6 +200,37 @@ impl Turn {
             usage: None,
             notices: Vec::new(),
             compactions: Compactions::default(),
+            lifecycle: Lifecycle::default(),
+        }
+    }
+
+    /// v2's `tool_call_update` is an upsert: the first one of an id announces the call.
+    pub fn upsert(&mut self, id: &str, fields: Map<String, Value>) {
+        if self.knows(id) {
+            self.amend(id, fields);
+        } else {
+            self.announce(id, fields);
+        }
+    }
+
+    /// v2's `tool_call_content_chunk`: its `content` item joins the call's `content` array (a
+    /// call not announced yet is announced with it).
+    pub fn append_content(&mut self, id: &str, item: Value) {
+        if !self.knows(id) {
+            let mut fields = Map::new();
+            fields.insert("toolCallId".into(), Value::String(id.to_owned()));
+            self.put(id, ToolCallState::Object(fields));
+        }
+        let at = self.index[id];
+        let call = self.tool_calls[at].1.object();
+        match call.get_mut("content") {
+            // Bounded: the record keeps a call's first items (every chunk still reaches the
+            // observer and the journal).
+            Some(Value::Array(items)) if items.len() >= TOOL_CALL_CONTENT_ITEMS => {}
+            Some(Value::Array(items)) => items.push(item),
+            _ => {
+                call.insert("content".into(), Value::Array(vec![item]));
+            }
         }
     }
 
@@ -322,6 +472,8 @@ fn recall(table: &VecDeque<(String, String)>, tool_call_id: &str) -> Option<Stri
 pub struct TurnOutcome {
     pub session_id: String,
     pub response: String,
+    /// `response` is known to be ASCII (a host makes its string by one copy).
+    pub response_ascii: bool,
     pub stop_reason: String,
     pub overflow: Option<Overflow>,
     /// The timeout fired, and the response came within the cancel grace.

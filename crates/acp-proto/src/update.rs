@@ -25,11 +25,22 @@ pub enum UpdateKind {
     /// that advertises `session.compaction`.
     CompactionUpdate,
     CompactionSummaryChunk,
+    /// ACP v2 (design/protocol-now.md §4): whole-message upserts with a required `messageId`
+    /// (the last one wins, later chunks append), the session's activity (`running`, `idle` with
+    /// the stop reason, `requires_action`), and v2's tool call content, plan and terminals.
+    UserMessage,
+    AgentMessage,
+    AgentThought,
+    StateUpdate,
+    ToolCallContentChunk,
+    PlanUpdate,
+    TerminalUpdate,
+    TerminalOutputChunk,
     Unknown,
 }
 
 impl UpdateKind {
-    pub const ALL: [UpdateKind; 15] = [
+    pub const ALL: [UpdateKind; 23] = [
         UpdateKind::UserMessageChunk,
         UpdateKind::AgentMessageChunk,
         UpdateKind::AgentThoughtChunk,
@@ -44,6 +55,14 @@ impl UpdateKind {
         UpdateKind::Notice,
         UpdateKind::CompactionUpdate,
         UpdateKind::CompactionSummaryChunk,
+        UpdateKind::UserMessage,
+        UpdateKind::AgentMessage,
+        UpdateKind::AgentThought,
+        UpdateKind::StateUpdate,
+        UpdateKind::ToolCallContentChunk,
+        UpdateKind::PlanUpdate,
+        UpdateKind::TerminalUpdate,
+        UpdateKind::TerminalOutputChunk,
         UpdateKind::Unknown,
     ];
 
@@ -74,6 +93,14 @@ impl UpdateKind {
             "notice" => UpdateKind::Notice,
             "compaction_update" => UpdateKind::CompactionUpdate,
             "compaction_summary_chunk" => UpdateKind::CompactionSummaryChunk,
+            "user_message" => UpdateKind::UserMessage,
+            "agent_message" => UpdateKind::AgentMessage,
+            "agent_thought" => UpdateKind::AgentThought,
+            "state_update" => UpdateKind::StateUpdate,
+            "tool_call_content_chunk" => UpdateKind::ToolCallContentChunk,
+            "plan_update" => UpdateKind::PlanUpdate,
+            "terminal_update" => UpdateKind::TerminalUpdate,
+            "terminal_output_chunk" => UpdateKind::TerminalOutputChunk,
             _ => UpdateKind::Unknown,
         }
     }
@@ -94,12 +121,32 @@ impl UpdateKind {
             UpdateKind::Notice => "notice",
             UpdateKind::CompactionUpdate => "compaction_update",
             UpdateKind::CompactionSummaryChunk => "compaction_summary_chunk",
+            UpdateKind::UserMessage => "user_message",
+            UpdateKind::AgentMessage => "agent_message",
+            UpdateKind::AgentThought => "agent_thought",
+            UpdateKind::StateUpdate => "state_update",
+            UpdateKind::ToolCallContentChunk => "tool_call_content_chunk",
+            UpdateKind::PlanUpdate => "plan_update",
+            UpdateKind::TerminalUpdate => "terminal_update",
+            UpdateKind::TerminalOutputChunk => "terminal_output_chunk",
             UpdateKind::Unknown => "unknown",
         }
     }
 
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// The v2 kinds whose `text` (and fold) is read from the update as a JSON value.
+    pub fn reads_value(self) -> bool {
+        matches!(
+            self,
+            UpdateKind::UserMessage
+                | UpdateKind::AgentMessage
+                | UpdateKind::AgentThought
+                | UpdateKind::StateUpdate
+                | UpdateKind::PlanUpdate
+        )
     }
 
     /// The three message-chunk kinds, whose `text` is their text content block's.
@@ -110,6 +157,23 @@ impl UpdateKind {
                 | UpdateKind::AgentMessageChunk
                 | UpdateKind::AgentThoughtChunk
         )
+    }
+}
+
+/// What an update does to the reply of its session's turn, for a host that assembles the reply
+/// itself (`Config::collect_reply` off): v1's chunks and v2's in-order chunks append; a v2
+/// upsert that replaces a message, or a chunk of an earlier message, splices: the reply's
+/// bytes `at..at + remove` become the update's `text`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Joined {
+    No,
+    Append,
+    Splice { at: usize, remove: usize },
+}
+
+impl Joined {
+    pub fn any(self) -> bool {
+        self != Joined::No
     }
 }
 
@@ -163,6 +227,49 @@ impl<'a> UpdateEvent<'a> {
             _ => Cow::Borrowed(""),
         }
     }
+}
+
+/// The `text` of a v2 update read as a JSON value (`UpdateKind::reads_value`): a message
+/// upsert's text blocks joined, a state update's state, a plan's entries one per line.
+pub(crate) fn text_of_value(kind: UpdateKind, update: &serde_json::Value) -> String {
+    match kind {
+        UpdateKind::UserMessage | UpdateKind::AgentMessage | UpdateKind::AgentThought => {
+            blocks_text(update.get("content")).unwrap_or_default()
+        }
+        UpdateKind::StateUpdate => update
+            .get("state")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        UpdateKind::PlanUpdate => update
+            .get("plan")
+            .and_then(|p| p.get("entries"))
+            .and_then(serde_json::Value::as_array)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|e| e.get("content").and_then(serde_json::Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// The text blocks of a v2 message's `content` array, joined; `None` when `content` is absent,
+/// null or not an array (an upsert that leaves the message's content as it was).
+pub(crate) fn blocks_text(content: Option<&serde_json::Value>) -> Option<String> {
+    let blocks = content?.as_array()?;
+    let mut text = String::new();
+    for block in blocks {
+        if block.get("type").and_then(serde_json::Value::as_str) == Some("text") {
+            if let Some(part) = block.get("text").and_then(serde_json::Value::as_str) {
+                text.push_str(part);
+            }
+        }
+    }
+    Some(text)
 }
 
 /// The durable-observer check for an update (`durable=True`): an observer that cannot record

@@ -83,6 +83,21 @@ pub struct Params<'a> {
     /// `None` when `options` is absent or not an array; non-object items are `Obj(None)`.
     #[serde(default, borrow)]
     pub options: Arr<Obj<OptionFields<'a>>>,
+    /// v2's permission request: its own `title`, and `subject` (`{type: "tool_call",
+    /// toolCall}` or `{type: "command", …}`) where v1 has `toolCall`.
+    #[serde(default, borrow)]
+    pub title: Str<'a>,
+    #[serde(default, borrow)]
+    pub subject: Obj<Subject<'a>>,
+}
+
+/// v2's `RequestPermissionSubject`.
+#[derive(Deserialize, Default, Debug)]
+pub struct Subject<'a> {
+    #[serde(default, borrow, rename = "type")]
+    pub kind: Str<'a>,
+    #[serde(default, borrow, rename = "toolCall")]
+    pub tool_call: ToolCallField<'a>,
 }
 
 /// The top level of any JSON-RPC message; `result` and `error` are left raw (they are read only
@@ -171,6 +186,8 @@ pub struct TextChunk<'a> {
     pub session_update: &'a str,
     /// The content block's text.
     pub text: &'a str,
+    /// v2's `messageId`, before or after `content`.
+    pub message_id: Option<&'a str>,
     /// The whole line is ASCII.
     pub ascii: bool,
 }
@@ -232,13 +249,32 @@ fn control_and_high(bytes: &[u8]) -> (bool, bool) {
 /// the general path.
 pub fn text_chunk(line: &[u8]) -> Option<TextChunk<'_>> {
     let mut rest = line.strip_prefix(CHUNK_PARTS[0])?;
-    let mut strings = [&b""[..]; 3];
     let mut ascii = true;
-    for (slot, next) in strings.iter_mut().zip(&CHUNK_PARTS[1..]) {
+    fn take<'l>(rest: &mut &'l [u8], ascii: &mut bool) -> Option<&'l [u8]> {
         let (value, after, value_ascii) = plain_string(rest)?;
-        *slot = value;
-        ascii &= value_ascii;
-        rest = after.strip_prefix(next.strip_prefix(b"\"").unwrap_or(next))?;
+        *ascii &= value_ascii;
+        *rest = after;
+        Some(value)
+    }
+    let session_id = take(&mut rest, &mut ascii)?;
+    rest = rest.strip_prefix(&CHUNK_PARTS[1][1..])?;
+    let session_update = take(&mut rest, &mut ascii)?;
+    // v2's chunks carry a `messageId`: the SDKs write it before or after `content`.
+    // One byte tells the layouts apart (`,"m` from `,"c`, `},` from `}}`), so a v1 line pays
+    // a byte compare here, not a failed prefix compare.
+    let mut message_id = None;
+    if rest.get(2) == Some(&b'm') {
+        rest = rest.strip_prefix(MESSAGE_ID_BEFORE)?;
+        message_id = Some(take(&mut rest, &mut ascii)?);
+    }
+    rest = rest.strip_prefix(&CHUNK_PARTS[2][1..])?;
+    let text = take(&mut rest, &mut ascii)?;
+    if rest.get(1) == Some(&b',') && message_id.is_none() {
+        rest = rest.strip_prefix(MESSAGE_ID_AFTER)?;
+        message_id = Some(take(&mut rest, &mut ascii)?);
+        rest = rest.strip_prefix(br#"}}}"#)?;
+    } else {
+        rest = rest.strip_prefix(&CHUNK_PARTS[3][1..])?;
     }
     if !rest.is_empty() {
         return None;
@@ -251,16 +287,24 @@ pub fn text_chunk(line: &[u8]) -> Option<TextChunk<'_>> {
     };
     // SAFETY: each string is a sub-slice of `line`, which is valid UTF-8, and starts and ends
     // next to an ASCII quote, so it starts and ends on character boundaries.
-    let [session_id, session_update, text] =
-        strings.map(|bytes| unsafe { std::str::from_utf8_unchecked(bytes) });
+    fn text_of(bytes: &[u8]) -> &str {
+        // SAFETY: as above, the caller's slices are whole strings of a UTF-8 line.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
     Some(TextChunk {
         text_line,
-        session_id,
-        session_update,
-        text,
+        session_id: text_of(session_id),
+        session_update: text_of(session_update),
+        text: text_of(text),
+        message_id: message_id.map(text_of),
         ascii,
     })
 }
+
+/// Where v2's `messageId` sits in a chunk line: right after `sessionUpdate`, or after the content
+/// object (then the line ends `"}}}`).
+const MESSAGE_ID_BEFORE: &[u8] = br#","messageId":""#;
+const MESSAGE_ID_AFTER: &[u8] = br#"},"messageId":""#;
 
 // --- lenient field types -------------------------------------------------------------------
 
@@ -607,7 +651,18 @@ pub struct OptionFields<'a> {
 /// the client still answers (with `cancelled` when no option can be chosen).
 pub fn permission_request(params: ParamsField<'_>) -> Params<'_> {
     match params {
-        ParamsField::Object(params) => params,
+        ParamsField::Object(mut params) => {
+            // v2: a `tool_call` subject's `toolCall` is v1's `toolCall` (kind, name, id, the
+            // announced call); the rules read it from there.
+            if params.tool_call.0.is_none() {
+                if let Some(subject) = params.subject.0.as_mut() {
+                    if subject.kind.as_str() == Some("tool_call") {
+                        params.tool_call = std::mem::take(&mut subject.tool_call);
+                    }
+                }
+            }
+            params
+        }
         _ => Params::default(),
     }
 }

@@ -8,70 +8,15 @@ use acp_proto::calls::CallId;
 use acp_proto::encode::ContentBlock;
 use acp_proto::error::AcpError;
 use acp_proto::host::HostOk;
-use acp_proto::limits::{Config, PermissionPolicy, TransferLimits};
-use acp_proto::reader::Limits;
+use acp_proto::limits::TransferLimits;
 use acp_proto::{Connection, Event, Outcome, Request};
 use serde_json::Value;
 
-fn limits() -> TransferLimits {
-    TransferLimits {
-        request_bytes: 1 << 20,
-        response_bytes: 1 << 20,
-        update_bytes: 1 << 20,
-        update_count: 1 << 20,
-        response_segment_count: 1 << 20,
-    }
-}
+mod common;
+use common::{limits, push, sent};
 
 fn connection_with(limits: TransferLimits) -> Connection {
-    let mut config = Config::new(limits, 9);
-    config.agent_id = "mem".into();
-    config.cancel_grace_ms = 500;
-    config.policy = PermissionPolicy {
-        allowed_tool_kinds: vec!["read".into()],
-        allowed_title_prefixes: vec![],
-        ..PermissionPolicy::default()
-    };
-    Connection::new(
-        config,
-        Limits {
-            message_bytes: 1 << 20,
-        },
-    )
-    .unwrap()
-}
-
-fn push(conn: &mut Connection, line: &str) {
-    let mut bytes = line.as_bytes().to_vec();
-    bytes.push(b'\n');
-    let mut rest = &bytes[..];
-    while !rest.is_empty() {
-        let buf = conn.read_buf();
-        let count = buf.len().min(rest.len()).min(7); // small reads: lines split across them
-        buf[..count].copy_from_slice(&rest[..count]);
-        conn.received(count);
-        rest = &rest[count..];
-    }
-}
-
-/// Every line queued for the agent, in order.
-fn sent(conn: &mut Connection) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut current = Vec::new();
-    while let Some((bytes, _)) = conn.poll_transmit() {
-        current.extend_from_slice(bytes);
-        let count = bytes.len();
-        conn.transmitted(count);
-        if current.ends_with(b"\n") {
-            lines.push(
-                String::from_utf8(std::mem::take(&mut current))
-                    .unwrap()
-                    .trim_end()
-                    .to_owned(),
-            );
-        }
-    }
-    lines
+    common::connection(acp_proto::limits::Protocol::V1, limits)
 }
 
 /// What the events of the lines read so far were, as short strings; permissions decided by
@@ -86,7 +31,7 @@ fn events(conn: &mut Connection) -> Vec<String> {
                 update.update_sequence,
                 update.session_id,
                 update.text,
-                if joined { " joined" } else { "" }
+                if joined.any() { " joined" } else { "" }
             )),
             Ok(Some(Event::Permission { ask, cancelled, .. })) => {
                 let decided = conn.decide(ask, None).unwrap();
@@ -386,6 +331,7 @@ fn a_loaded_session_is_open_before_its_replay() {
         mcp_servers: None,
         resume: false,
         system_prompt: None,
+        replay_from_start: false,
     })
     .unwrap();
     push(
@@ -886,4 +832,50 @@ fn modes_offered_as_a_config_option_are_the_session_s_modes() {
     .unwrap();
     let wire: Value = serde_json::from_str(&sent(&mut conn)[0]).unwrap();
     assert_eq!(wire["method"], "session/set_mode");
+}
+
+#[test]
+fn permission_requests_waiting_for_the_host_are_bounded() {
+    let mut conn = started();
+    open(&mut conn, "s");
+    prompt(&mut conn, "s", None);
+    sent(&mut conn);
+    let mut asks = Vec::new();
+    for i in 0..70 {
+        push(
+            &mut conn,
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":"session/request_permission","params":{{"sessionId":"s","toolCall":{{"toolCallId":"t{i}","kind":"edit","title":"Edit"}},"options":[{{"optionId":"ok","name":"OK","kind":"allow_once"}},{{"optionId":"no","name":"No","kind":"reject_once"}}]}}}}"#,
+                100 + i
+            ),
+        );
+        // Left waiting, as an awaited on_permission leaves them, except the refused ones.
+        while let Some(event) = conn.poll_event().unwrap() {
+            if let Event::Permission { ask, cancelled } = event {
+                asks.push((ask, cancelled));
+            }
+        }
+    }
+    let ruled: Vec<bool> = asks.iter().map(|(_, ruled)| *ruled).collect();
+    assert!(ruled[..64].iter().all(|r| !r), "64 wait for the host");
+    assert!(
+        ruled[64..].iter().all(|r| *r),
+        "the rest are decided on arrival"
+    );
+    let answer = acp_proto::permission::ObserverAnswer::Outcome {
+        decision: acp_proto::rules::Decision::Allow,
+        option_id: None,
+        reason: None,
+    };
+    let last = conn.decide(asks[69].0, Some(answer.clone())).unwrap();
+    assert_eq!(last.record.option_id, "no");
+    assert!(
+        last.record
+            .reason
+            .contains("too many permission requests pending"),
+        "{:?}",
+        last.record.reason
+    );
+    let first = conn.decide(asks[0].0, Some(answer)).unwrap();
+    assert_eq!(first.record.option_id, "ok");
 }

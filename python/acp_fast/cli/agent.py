@@ -79,6 +79,22 @@ def ask_host(client: acp_fast.Client, args: argparse.Namespace) -> str | None:
     return None
 
 
+def protocol_note(client: acp_fast.Client, args: argparse.Namespace) -> str | None:
+    """``acp-fast: speaking ACP v2 (--protocol auto)``, once the agent agreed, unless v1 was
+    asked for and agreed (the default says nothing new); with --protocol auto and --fs or
+    --terminal, what v2 leaves unserved too."""
+    asked = getattr(args, "protocol", "v1")
+    if asked == "v1":
+        return None
+    version = client.protocol_version
+    if version is None:
+        return None
+    line = f"acp-fast: speaking ACP v{version} (--protocol {asked})"
+    if version == 2 and (getattr(args, "fs", False) or getattr(args, "terminal", False)):
+        line += "; v2 has no host side: --fs/--terminal are not offered"
+    return line
+
+
 def stderr_tail(client: acp_fast.Client | None) -> str:
     if client is None:
         return ""

@@ -205,6 +205,8 @@ class Chat:
         who = printable_line(str(name)) if name else options.agent_name(self.command)
         mode = self.session.modes.current
         extra = f", mode {printable_line(mode)}" if mode else ""
+        if self.client.protocol_version == 2:
+            extra += ", ACP v2"
         say(
             f"acp-fast chat with {who}: session {printable_line(self.session.session_id)}"
             f"{extra}. /help lists commands; Ctrl-C cancels a turn; Ctrl-D leaves."

@@ -44,6 +44,7 @@ def add_parser(commands: Any) -> None:
         "--registry (default: the bundled demo agent)",
     )
     options.add_registry_option(parser)
+    options.add_protocol_option(parser)
     parser.add_argument("--cwd", metavar="DIR", default=None, help="the agent's directory")
     parser.add_argument(
         "--method",
@@ -73,7 +74,7 @@ def login(parser: Parser, args: argparse.Namespace) -> int:
     except OSError as exc:
         errors.report(exc)
         return 1
-    raw = _initialize(command, env, cwd, args.timeout or START_TIMEOUT)
+    raw = _initialize(command, env, cwd, args.timeout or START_TIMEOUT, args.protocol)
     if raw is None:
         return 1
     methods = _login.terminal_methods(raw)
@@ -109,7 +110,7 @@ def login(parser: Parser, args: argparse.Namespace) -> int:
 
 
 def _initialize(
-    command: list[str], env: Any, cwd: str | None, timeout: float
+    command: list[str], env: Any, cwd: str | None, timeout: float, protocol: str = "v1"
 ) -> dict[str, Any] | None:
     """The agent's ``initialize`` result, with terminal authentication advertised; None (the
     error reported, the agent's stderr under it) when the agent could not be started."""
@@ -119,7 +120,12 @@ def _initialize(
     client = None
     try:
         with acp_fast.Client(
-            command[0], command[1:], cwd=cwd, env=env, capabilities=capabilities
+            command[0],
+            command[1:],
+            cwd=cwd,
+            env=env,
+            capabilities=capabilities,
+            protocol=protocol,  # type: ignore[arg-type] # argparse's choices checked it
         ) as client:
             client.start(new_session=False, timeout=timeout)
             raw = client.initialize.raw

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import acp_fast
 from acp_fast import _host, registry
 from acp_fast import journal as journal_module
+from acp_fast._options import PROTOCOLS
 from acp_fast._text import printable_line
 
 
@@ -53,6 +54,18 @@ def add_registry_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_protocol_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="v1",
+        help="the ACP version to speak: v1 (default), v2 (the v2 preview; an agent that only "
+        "speaks v1 is refused) or auto (offer v2, fall back to v1); the one agreed is shown "
+        "unless it is v1. v2 has no host side: --fs and --terminal need v1 (or auto, where "
+        "they are served only if the agent speaks v1)",
+    )
+
+
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent",
@@ -62,6 +75,7 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "--registry (default: the bundled demo agent, python -m acp_fast.demo_agent)",
     )
     add_registry_option(parser)
+    add_protocol_option(parser)
     parser.add_argument(
         "--cwd",
         metavar="DIR",
@@ -278,6 +292,14 @@ def _literal(text: str) -> str:
 def capabilities(parser: Parser, args: argparse.Namespace) -> acp_fast.ClientCapabilityConfig:
     if args.terminal_shell is not None and not args.terminal:
         parser.fail("--terminal-shell needs --terminal")
+    if getattr(args, "protocol", "v1") == "v2" and (args.fs or args.terminal):
+        served = " and ".join(
+            flag for flag, on in (("--fs", args.fs), ("--terminal", args.terminal)) if on
+        )
+        parser.fail(
+            f"{served} cannot be served with --protocol v2: ACP v2 has no fs/* or terminal/* "
+            "methods (use --protocol auto, served when the agent speaks v1, or v1)"
+        )
     try:
         # The host side is off by default (the agent is told the host serves nothing); the
         # CLI shows notices and compactions, so it always asks for them (a notice then never
@@ -329,6 +351,7 @@ def client_options(
         "observer": observer,
         "capabilities": capabilities(parser, args),
         "stderr": args.agent_stderr,
+        "protocol": args.protocol,
         "client_info": acp_fast.ClientInfo(
             name="acp-fast", title="acp-fast", version=acp_fast.__version__
         ),

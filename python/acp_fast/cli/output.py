@@ -139,6 +139,10 @@ class Screen:
                     return
 
 
+#: The text of the message being streamed kept to compare with ACP v2's whole message.
+MESSAGE_KEPT = 1 << 20
+
+
 class ConsoleObserver:
     """Streams agent message chunks to stdout and reports everything else, one line each, on
     stderr. Consecutive thought chunks are joined on one ``thought:`` line."""
@@ -148,6 +152,11 @@ class ConsoleObserver:
         self._in_thought = False
         self._titles: dict[str, str] = {}
         self._hinted = False
+        #: ACP v2: the message being streamed (its id and the text shown of it, up to
+        #: `MESSAGE_KEPT`), so a whole-message ``agent_message`` adds only what is new.
+        self._message_id: str | None = None
+        self._message_text = ""
+        self._thought_id: str | None = None  # the thought whose chunks were shown last
         #: The reply text streamed so far ends with a newline (or nothing was streamed).
         self.reply_written = False
         self.reply_ends_with_newline = True
@@ -167,17 +176,57 @@ class ConsoleObserver:
         """End any open stderr line."""
         self._end_thought()
 
+    def _reply(self, text: str, message_id: str | None) -> None:
+        if message_id != self._message_id:
+            self._message_id, self._message_text = message_id, ""
+        if len(self._message_text) < MESSAGE_KEPT:
+            self._message_text += text
+        self._end_thought()
+        self.screen.write_out(text)
+        self.reply_written = True
+        self.reply_ends_with_newline = text.endswith("\n")
+
+    def _whole_message(self, update: acp_fast.Update) -> None:
+        """ACP v2's ``agent_message``: the message's whole text. What extends the streamed
+        text is appended; a message never streamed is written whole; one whose text changed
+        (printed text cannot be taken back) is written again on a line of its own, after a
+        note on stderr."""
+        text, message_id = update.text, update.message_id
+        shown = self._message_text if message_id == self._message_id else ""
+        if message_id == self._message_id and len(shown) >= MESSAGE_KEPT:
+            return  # too long to compare: the streamed text stands
+        if text.startswith(shown):
+            if len(text) > len(shown):
+                self._reply(text[len(shown) :], message_id)
+            return
+        self._say("acp-fast: the agent revised its message; the final text follows")
+        self.screen.end_lines()
+        self._message_id, self._message_text = message_id, ""
+        self._reply(text, message_id)
+
     def on_update(self, update: acp_fast.Update) -> None:
         kind = update.kind
         if kind == acp_fast.UpdateKind.AGENT_MESSAGE_CHUNK:
             text = update.text
             if text:
-                self._end_thought()
-                self.screen.write_out(text)
-                self.reply_written = True
-                self.reply_ends_with_newline = text.endswith("\n")
+                self._reply(text, update.message_id)
+        elif kind == acp_fast.UpdateKind.AGENT_MESSAGE:
+            self._whole_message(update)
+        elif kind == acp_fast.UpdateKind.STATE_UPDATE:
+            if update.text == "requires_action":
+                self._say("state: waiting for you (requires action)")
+        elif kind == acp_fast.UpdateKind.PLAN_UPDATE:
+            self._end_thought()
+            for entry in update.text.split("\n") if update.text else ():
+                self._say(f"plan: - {printable_line(entry)}")
+        elif kind == acp_fast.UpdateKind.AGENT_THOUGHT:
+            # ACP v2's whole thought: shown only when its chunks were not (they were, as they
+            # came, for the thought being streamed).
+            if update.text and update.message_id != self._thought_id:
+                self._say(f"thought: {printable_line(update.text)}")
         elif kind == acp_fast.UpdateKind.AGENT_THOUGHT_CHUNK:
             text = update.text
+            self._thought_id = update.message_id
             if not text:
                 return
             if not self._in_thought:

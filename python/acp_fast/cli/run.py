@@ -81,6 +81,11 @@ def run(parser: Parser, args: argparse.Namespace) -> int:
             client = agent.open_client(stack, parser, args, command, view, live, cwd)
             agent.status(view, f"starting {name}…")
             client.start(timeout=args.timeout)
+            note = agent.protocol_note(client, args)
+            if note is not None and live is not None:
+                live.note(note)
+            elif note is not None:
+                view.screen.write_err(note + "\n")  # erases the status line first
             warning = agent.ask_host(client, args)
             if warning is not None:
                 errors.report(warning, prefix="warning")

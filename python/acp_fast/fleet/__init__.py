@@ -10,7 +10,12 @@ from __future__ import annotations
 try:
     import ray as _ray  # noqa: F401
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("acp_fast.fleet needs Ray: pip install 'acp-fast[ray]'") from error
+    # The extra installs nothing where Ray publishes no wheel (pyproject.toml's marker): say so.
+    raise ImportError(
+        "acp_fast.fleet needs Ray: pip install 'acp-fast[ray]' (Ray publishes wheels for "
+        "CPython 3.10-3.14 on Linux, Windows and Apple-silicon macOS; elsewhere the extra "
+        "installs nothing)"
+    ) from error
 
 from .._agent_spec import AgentSpec
 from ._fleet import Fleet

@@ -119,11 +119,29 @@ class Fleet:
             if os.environ.get("RAY_ADDRESS"):
                 ray.init()  # the cluster named there, with the acp_slots its nodes offer
             else:
+                # "local": a Ray of our own, even where a cluster started on this machine left
+                # its address in Ray's temp directory (ray.init() would join that one, or
+                # fail on a stale address; joining is what RAY_ADDRESS=auto asks for).
                 ray.init(
+                    address="local",
                     resources={"acp_slots": self.hosts * self.agents_per_host},
                     include_dashboard=False,
                 )
             self._started_ray = True
+        try:
+            await self._start_hosts()
+        except BaseException:
+            # A failed (or cancelled) start leaves no host, nor a Ray of ours, behind: `async
+            # with` calls no close() when entering fails.
+            for actor in self._actors:
+                ray.kill(actor, no_restart=True)
+            self._actors = []
+            if self._started_ray:
+                self._started_ray = False
+                ray.shutdown()
+            raise
+
+    async def _start_hosts(self) -> None:
         resources: Any = ray.cluster_resources()  # type: ignore[no-untyped-call]
         have = resources.get("acp_slots", 0)
         if have < self.hosts * self.agents_per_host:

@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .._agent_spec import AgentSpec, ask_mode_to_set
+from .._errors import AgentProtocolError, AgentTransportFailed
 from .._text import printable
+from ._death import AgentDied, agent_died
 from ._record import Record
 from ._types import MESSAGE_LIMIT
 
@@ -239,7 +241,7 @@ class Host:
                     )
                     if ask is not None:  # as from_spec does for a fresh client
                         await session.set_mode(ask)
-                    await self._turns(session, prompts, out)
+                    await self._turns(session, prompts, out, session._client.pid)
             else:
                 # The spec's environment and profile (each session asks the host).
                 client = _async.AsyncClient.from_spec(self.spec, cwd=cwd, observer=journal)
@@ -249,7 +251,7 @@ class Host:
                 await client.start()
                 session = client.default_session
                 assert session is not None
-                await self._turns(session, prompts, out)
+                await self._turns(session, prompts, out, client.pid)
         except Exception as error:
             out["error_type"], out["message"] = _describe(error)
         finally:
@@ -271,11 +273,20 @@ class Host:
         return out
 
     @staticmethod
-    async def _turns(session: Any, prompts: tuple[str, ...], out: dict[str, Any]) -> None:
+    async def _turns(
+        session: Any, prompts: tuple[str, ...], out: dict[str, Any], pid: int | None
+    ) -> None:
         responses: list[str] = []
         stops: list[str] = []
         for prompt in prompts:
-            result = await session.prompt(prompt)
+            try:
+                result = await session.prompt(prompt)
+            except (AgentProtocolError, AgentTransportFailed) as error:
+                # Told apart while the client still holds the agent (a pool's release would
+                # end a live one, which would then look dead).
+                if await agent_died(error, pid):
+                    raise AgentDied(str(error)) from error
+                raise
             responses.append(result.response)
             stops.append(result.stop_reason)
         out.update(ok=True, responses=tuple(responses), stop_reasons=tuple(stops))

@@ -53,7 +53,9 @@ class Retry:
     attempt n failed (at most 60 s), on another host when there is one."""
 
     attempts: int = 1
-    on: tuple[str, ...] = ("ActorDiedError", "ActorUnavailableError", "AgentTransportFailed")
+    on: tuple[str, ...] = (
+        "ActorDiedError", "ActorUnavailableError", "AgentDied", "AgentTransportFailed"
+    )  # fmt: skip
     backoff: float = 0.0
 
     def __post_init__(self) -> None:

@@ -115,10 +115,27 @@ _CATEGORIES = {c.value: c for c in g.SessionConfigOptionCategory}
 _convert = msgspec.convert
 
 
+def _v1_option(v: dict[str, Any]) -> dict[str, Any]:
+    """ACP v2 spells a config option's id ``configId`` and a group's ``groupId``: read as v1's
+    ``id`` and ``group``, so a host sees one ``SessionConfigOption`` in both versions."""
+    out = {("id" if k == "configId" else k): x for k, x in v.items()}
+    opts = out.get("options")
+    if type(opts) is list:
+        out["options"] = [
+            {("group" if k == "groupId" else k): x for k, x in o.items()}
+            if type(o) is dict and "groupId" in o and "group" not in o
+            else o
+            for o in opts
+        ]
+    return out
+
+
 def _fast_config_option(v: Any) -> g.SessionConfigOption:
     """msgspec for the flattened option (the walker would cost ~10x); any doubt raises and the
     caller falls back to the walker for the exact error. One Struct per convert: msgspec
     caches a class's decoding plan but rebuilds a union's on every call."""
+    if type(v) is dict and "configId" in v and "id" not in v:
+        v = _v1_option(v)
     t = v.get("type") if type(v) is dict else None
     w: _WireSelect | _WireGroupedSelect | _WireBoolean
     kind: g.SessionConfigSelect | g.SessionConfigBoolean

@@ -70,9 +70,18 @@ def _enc_set_config(o: g.SetSessionConfigOptionParams) -> dict[str, Any]:
 
 
 def _enc_permission(o: g.RequestPermissionRequest) -> dict[str, Any]:
-    call = msgspec.to_builtins(o.tool_call, enc_hook=_wire_of_custom)
-    del call["sessionUpdate"]  # the tag of the update variant; this use is untagged
-    out: dict[str, Any] = {"sessionId": o.session_id, "toolCall": call, "options": o.options}
+    out: dict[str, Any] = {"sessionId": o.session_id}
+    if o.tool_call is not OMITTED:  # ACP v1's; a v2 request has its tool call in `subject`
+        call = msgspec.to_builtins(o.tool_call, enc_hook=_wire_of_custom)
+        del call["sessionUpdate"]  # the tag of the update variant; this use is untagged
+        out["toolCall"] = call
+    for name, wire in (("title", "title"), ("description", "description")):
+        value = getattr(o, name)
+        if value is not OMITTED:
+            out[wire] = value
+    if o.subject is not OMITTED:
+        out["subject"] = o.subject
+    out["options"] = o.options
     if o.meta is not OMITTED:
         out["_meta"] = o.meta
     return out

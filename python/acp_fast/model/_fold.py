@@ -261,6 +261,27 @@ class _Bucket:
             index[message_id] = len(new_entries)
         return _Bucket(new_entries, new, index)
 
+    def upsert(self, message_id: str, blocks: Seq[g.ContentBlock]) -> _Bucket:
+        """ACP v2's whole-message upsert: the message ``message_id`` now holds ``blocks``
+        (replacing what its chunks and earlier upserts gave it); a new id is a new message."""
+        entries, last, index = self.entries, self.last, self.index
+        pos = index.get(message_id)
+        n = len(entries)
+        message = Message(message_id=message_id, blocks=blocks)
+        if pos is not None and last is not None:
+            if pos == n and last.message_id == message_id:
+                return _Bucket(entries, message, index)
+            if pos < n and entries[pos].message_id == message_id:
+                return _Bucket(entries.replaced(pos, message), last, dict(index))
+        if last is None:
+            new_entries = entries
+        else:
+            new_entries = entries.appended(last)
+            if new_entries._buf is not entries._buf:  # a branch: its own index
+                index = {k: v for k, v in index.items() if v <= n}
+        index[message_id] = len(new_entries)
+        return _Bucket(new_entries, message, index)
+
 
 def _empty_bucket() -> _Bucket:
     return _Bucket(Seq(), None, {})
@@ -306,6 +327,18 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     #: to it). Notices are live events, not session history: they are not folded.
     compactions: Seq[g.CompactionUpdate] = msgspec.field(default_factory=_empty_calls)
     issues: Seq[FoldIssue] = msgspec.field(default_factory=Seq)
+    #: ACP v2: the session's foreground activity from its latest ``state_update``
+    #: (`SessionActivity` "running", "idle", "requires_action", or the agent's other value);
+    #: None before one (and always in v1, which has no such update).
+    activity: g.SessionActivity | str | None = None
+    #: ACP v2: the stop reason of the latest ``state_update`` to "idle" (None before one).
+    stop_reason: str | None = None
+    #: ACP v2: the background work the latest ``state_update`` listed.
+    background: tuple[g.BackgroundWork, ...] = ()
+    #: ACP v2 (`session_update_fold(protocol_version=2)`): a ``tool_call_update`` or
+    #: ``tool_call_content_chunk`` for an id not seen yet announces that tool call (v2's
+    #: upsert) instead of being an `UnknownToolCall`.
+    upserts: bool = False
     _user: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _agent: _Bucket = msgspec.field(default_factory=_empty_bucket)
     _thought: _Bucket = msgspec.field(default_factory=_empty_bucket)
@@ -365,12 +398,18 @@ _PUBLIC = (
     "usage",
     "compactions",
     "issues",
+    "activity",
+    "stop_reason",
+    "background",
 )
 
 
-def session_update_fold(known_modes: Iterable[str] = ()) -> SessionState:
-    """The empty state of a session whose modes are ``known_modes``."""
-    return SessionState(known_modes=tuple(known_modes))
+def session_update_fold(
+    known_modes: Iterable[str] = (), *, protocol_version: int = 1
+) -> SessionState:
+    """The empty state of a session whose modes are ``known_modes``; ``protocol_version=2``
+    folds ACP v2's tool-call upserts (see `SessionState.upserts`)."""
+    return SessionState(known_modes=tuple(known_modes), upserts=protocol_version >= 2)
 
 
 _TCU_FIELDS = ("name", "kind", "status", "content", "locations", "raw_input", "raw_output", "meta")
@@ -405,6 +444,44 @@ def session_update_apply(
         )
         bucket: _Bucket = getattr(state, slot)
         return state._copy(**{slot: bucket.add(u.message_id, u.content)})
+    if t is g.AgentMessage or t is g.UserMessage or t is g.AgentThought:
+        m: Any = update
+        if m.content is OMITTED:  # patch semantics: no content, no change (but the id exists)
+            known = getattr(state, _UPSERT_SLOTS[t]).index.get(m.message_id)
+            if known is not None:
+                return state
+        slot = _UPSERT_SLOTS[t]
+        blocks: Seq[Any] = Seq(() if m.content in (OMITTED, None) else m.content)
+        return state._copy(**{slot: getattr(state, slot).upsert(m.message_id, blocks)})
+    if t is g.StateUpdate:
+        st: g.StateUpdate = update  # type: ignore[assignment]
+        changes_: dict[str, Any] = {"activity": st.state}
+        if st.state == "idle":
+            reason = st.stop_reason
+            changes_["stop_reason"] = reason if type(reason) is str else None
+        if st.background is not OMITTED:
+            changes_["background"] = tuple(st.background or ())
+        return state._copy(**changes_)
+    if t is g.ToolCallContentChunk:
+        chunk: g.ToolCallContentChunk = update  # type: ignore[assignment]
+        pos = _call_position(state, chunk.tool_call_id)
+        if pos is None:
+            state = _announce(state, chunk.tool_call_id, strict)
+            pos = _call_position(state, chunk.tool_call_id)
+            if pos is None:  # lenient v1: the issue is recorded, nothing to append to
+                return state
+        calls = state.tool_calls
+        old_call = calls[pos]
+        content = old_call.content if type(old_call.content) is tuple else ()
+        grown = msgspec.structs.replace(old_call, content=(*content, chunk.content))
+        return state._copy(tool_calls=calls.replaced(pos, grown))
+    if t is g.PlanUpdate:
+        plan = update.plan  # type: ignore[union-attr]
+        if plan.type == "items" and type(plan.entries) is tuple:
+            return state._copy(plan=g.Plan(entries=plan.entries))
+        return state  # another kind of plan content: not folded
+    if t is g.TerminalUpdate or t is g.TerminalOutputChunk:
+        return state  # an agent-owned terminal's display: not session history
     if t is g.ToolCall:
         call: g.ToolCall = update  # type: ignore[assignment]
         pos = _call_position(state, call.tool_call_id)
@@ -427,6 +504,9 @@ def session_update_apply(
     if t is g.ToolCallUpdate:
         tcu: g.ToolCallUpdate = update  # type: ignore[assignment]
         pos = _call_position(state, tcu.tool_call_id)
+        if pos is None and state.upserts:
+            state = _announce(state, tcu.tool_call_id, strict)
+            pos = _call_position(state, tcu.tool_call_id)
         calls = state.tool_calls
         if pos is None:
             err2 = UnknownToolCall(tcu.tool_call_id)
@@ -484,6 +564,27 @@ def session_update_apply(
     raise TypeError(f"not a session update: {t.__name__}")
 
 
+_UPSERT_SLOTS: dict[type[Any], str] = {
+    g.AgentMessage: "_agent",
+    g.UserMessage: "_user",
+    g.AgentThought: "_thought",
+}
+
+
+def _announce(state: SessionState, tool_call_id: str, strict: bool) -> SessionState:
+    """A tool call first seen in an update that patches one: in v2 (upserts) a new call with
+    the protocol's defaults (no title, kind "other", status "pending"); in v1 what an update
+    of an unknown call is (`UnknownToolCall`, raised or recorded)."""
+    if not state.upserts:
+        err = UnknownToolCall(tool_call_id)
+        if strict:
+            raise err
+        return state._copy(issues=_issue(state, err, "ignored"))
+    return session_update_apply(
+        state, g.ToolCall(tool_call_id=tool_call_id, title=""), strict=strict
+    )
+
+
 _COMPACTION_PATCH = ("summary", "error", "meta")
 
 
@@ -538,10 +639,15 @@ def _compaction(
 
 
 def fold_updates(
-    updates: Iterable[Any], *, known_modes: Iterable[str] = (), strict: bool = True
+    updates: Iterable[Any],
+    *,
+    known_modes: Iterable[str] = (),
+    strict: bool = True,
+    protocol_version: int = 1,
 ) -> SessionState:
-    """Fold model updates (or ``acp.Update`` items, decoded with the same ``strict``)."""
-    st = session_update_fold(known_modes)
+    """Fold model updates (or ``acp.Update`` items, decoded with the same ``strict``);
+    ``protocol_version`` as for `session_update_fold`."""
+    st = session_update_fold(known_modes, protocol_version=protocol_version)
     for u in updates:
         if not isinstance(u, (msgspec.Struct,)):
             u = u.decode(strict=strict)

@@ -12,7 +12,8 @@
 //   the call `completed` or `failed`, a whole-message `agent_message` upsert replacing the
 //   streamed text;
 // - "slow": "tick N. " chunks 0.3 s apart (at most 40), `idle` with `cancelled` once
-//   session/cancel comes (a pending permission request is withdrawn with $/cancel_request).
+//   session/cancel comes (a pending permission request is withdrawn with $/cancel_request, and
+//   a permission answered `cancelled` ends the turn `cancelled` too).
 //
 //     node ts_sdk_v2_agent.mjs SDK_PACKAGE_DIR   (the installed @agentclientprotocol/sdk)
 
@@ -76,6 +77,7 @@ async function write(client, sessionId, cwd, signal) {
   });
   await state(client, sessionId, "requires_action");
   let allowed = false;
+  let cancelled = false;
   try {
     const answer = await client.request(
       acp.methods.client.session.requestPermission,
@@ -91,10 +93,13 @@ async function write(client, sessionId, cwd, signal) {
       { cancellationSignal: signal, stopWaitingOnCancel: true },
     );
     allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "allow";
+    // A client that cancels the turn answers its pending requests `cancelled`; the SDK may
+    // hand this agent that answer before its session/cancel, which came first on the wire.
+    cancelled = answer.outcome.outcome === "cancelled";
   } catch (error) {
     if (!signal.aborted) throw error;
   }
-  if (signal.aborted) {
+  if (signal.aborted || cancelled) {
     await send(client, sessionId, { sessionUpdate: "tool_call_update", toolCallId, status: "failed" });
     return "cancelled";
   }

@@ -113,7 +113,7 @@ impl Edge for Recorder {
     fn update(
         &mut self,
         update: &UpdateEvent<'_>,
-        _joined: bool,
+        _joined: acp_proto::update::Joined,
         _routed: bool,
     ) -> Result<bool, Fail<String>> {
         if self.fail_update {

@@ -54,7 +54,7 @@ impl Core {
         call: &mut Call,
         message: &Envelope<'_>,
     ) -> Result<Option<Outcome>, AcpError> {
-        let method = call.kind.method();
+        let method = self.method_of(call.kind);
         let id = call.wire_id;
         if let Some(error) = message.error {
             let answer = wire::error_answer(error);
@@ -101,7 +101,9 @@ impl Core {
         let session_id = call.session.clone().unwrap_or_default();
         Ok(Some(match call.kind {
             CallKind::Initialize => {
-                self.initialize = Some(results::initialize(raw)?);
+                let info = results::initialize(raw, self.config.protocol)?;
+                self.version = info.protocol_version;
+                self.initialize = Some(info);
                 Outcome::Initialized
             }
             CallKind::SessionNew | CallKind::SessionFork => {
@@ -200,6 +202,7 @@ impl Core {
             CallKind::SetTitle | CallKind::SessionStatus | CallKind::Steer => {
                 Outcome::Raw(raw.to_owned())
             }
+            CallKind::Prompt if self.version() == 2 => return self.acknowledged(call),
             CallKind::Prompt => {
                 let fields = wire::prompt_result(message.result.expect("checked above"))
                     .map_err(|e| AcpError::protocol(format!("malformed {e}")))?;
@@ -215,45 +218,75 @@ impl Core {
                     .map(|raw| raw.get())
                     .filter(|text| text.starts_with('{'))
                     .map(str::to_owned);
-                let entry = self.session_mut(&session_id);
-                let (turn, mode) = match entry {
-                    Some(entry) => {
-                        entry.latched = false;
-                        entry.late_turn = None;
-                        (entry.turn.take(), entry.offered_modes().current)
-                    }
-                    None => (None, String::new()),
-                };
-                let turn = turn.unwrap_or_else(|| Turn::new(call.handle));
-                Outcome::Turn(Box::new(TurnOutcome {
+                Outcome::Turn(Box::new(self.turn_outcome(
                     session_id,
-                    response: turn.capture.text,
-                    stop_reason: stop_reason.into_owned(),
-                    overflow: turn.capture.overflow,
-                    timed_out: call.timed_out,
-                    tool_calls: turn
-                        .tool_calls
-                        .into_iter()
-                        .map(|(_, state)| state.into_json())
-                        .collect(),
-                    plan: turn.plan.map(|p| p.to_string()),
-                    available_commands: turn.commands.map(|c| c.to_string()),
-                    usage: turn.usage.map(|u| u.to_string()),
-                    current_mode_id: mode,
-                    notices: turn
-                        .notices
-                        .into_iter()
-                        .map(|n| Value::Object(n).to_string())
-                        .collect(),
-                    compactions: turn
-                        .compactions
-                        .entries
-                        .into_iter()
-                        .map(|c| Value::Object(c).to_string())
-                        .collect(),
+                    call.handle,
+                    stop_reason.into_owned(),
                     prompt_usage,
-                }))
+                    call.timed_out,
+                )))
             }
         }))
+    }
+}
+
+impl Core {
+    /// A finished turn's record: the session's turn taken (its latch and late state cleared),
+    /// the reply (v2's messages joined; v1's chunks when the connection collects them).
+    pub(super) fn turn_outcome(
+        &mut self,
+        session_id: String,
+        handle: CallId,
+        stop_reason: String,
+        prompt_usage: Option<String>,
+        timed_out: bool,
+    ) -> TurnOutcome {
+        let v2 = self.version() == 2;
+        let (turn, mode) = match self.session_mut(&session_id) {
+            Some(entry) => {
+                entry.latched = false;
+                entry.late_turn = None;
+                (entry.turn.take(), entry.offered_modes().current)
+            }
+            None => (None, String::new()),
+        };
+        let turn = turn.unwrap_or_else(|| Turn::new(handle));
+        let capture = turn.capture;
+        // A host that assembles the reply itself (`collect_reply` off) has it from the updates'
+        // `Joined`; the connection hands over only what it collected.
+        let (response, response_ascii) = if v2 && self.config.collect_reply {
+            (capture.messages.joined(), !capture.not_ascii)
+        } else {
+            (capture.text, false)
+        };
+        TurnOutcome {
+            session_id,
+            response,
+            response_ascii,
+            stop_reason,
+            overflow: capture.overflow,
+            timed_out,
+            tool_calls: turn
+                .tool_calls
+                .into_iter()
+                .map(|(_, state)| state.into_json())
+                .collect(),
+            plan: turn.plan.map(|p| p.to_string()),
+            available_commands: turn.commands.map(|c| c.to_string()),
+            usage: turn.usage.map(|u| u.to_string()),
+            current_mode_id: mode,
+            notices: turn
+                .notices
+                .into_iter()
+                .map(|n| Value::Object(n).to_string())
+                .collect(),
+            compactions: turn
+                .compactions
+                .entries
+                .into_iter()
+                .map(|c| Value::Object(c).to_string())
+                .collect(),
+            prompt_usage,
+        }
     }
 }

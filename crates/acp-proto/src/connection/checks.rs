@@ -88,8 +88,22 @@ impl Core {
                 mcp_servers,
                 resume,
                 system_prompt,
+                replay_from_start,
                 ..
             } => {
+                let version = self.version();
+                if !resume && version == 2 {
+                    return Err(self.absent_in_version(
+                        "session/load",
+                        "resume the session with resume_session(replay_from=\"start\") to have its history replayed",
+                    ));
+                }
+                if replay_from_start && version == 1 {
+                    return Err(self.absent_in_version(
+                        "session/resume replayFrom",
+                        "load the session with load_session() to have its history replayed",
+                    ));
+                }
                 if resume {
                     self.capability(caps.session_resume, "sessionCapabilities.resume")?;
                 } else {
@@ -218,6 +232,12 @@ impl Core {
             } => {
                 // Allowed while a turn runs (async.md §4): only a second prompt is refused.
                 let session = self.open_session(session_id)?;
+                if self.version() == 2 && session.mode_option().is_none() {
+                    return Err(self.absent_in_version(
+                        "session/set_mode",
+                        "modes are config options in v2, and this session offers no \"mode\" config option",
+                    ));
+                }
                 let modes = session.offered_modes();
                 if modes.available.is_empty() {
                     self.capability(false, "session/set_mode")?;
@@ -280,6 +300,12 @@ impl Core {
                     .as_ref()
                     .and_then(|options| results::select_from_config(options, "model"))
                     .is_some();
+                if !from_config && self.version() == 2 {
+                    return Err(self.absent_in_version(
+                        "session/set_model",
+                        "models are config options in v2, and this session offers no \"model\" config option",
+                    ));
+                }
                 if !from_config && session.legacy_models.is_none() {
                     self.capability(false, "session/set_model")?;
                 }
@@ -291,6 +317,35 @@ impl Core {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The ACP version `initialize` agreed (0 before it answered).
+    #[inline]
+    pub(super) fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// A call's method as the agreed version names it (errors quote it).
+    pub(super) fn method_of(&self, kind: CallKind) -> &'static str {
+        match (kind, self.version()) {
+            (CallKind::Authenticate, 2) => "auth/login",
+            (CallKind::Logout, 2) => "auth/logout",
+            (kind, _) => kind.method(),
+        }
+    }
+
+    /// A call the agreed version does not have: a `CapabilityError` whose capability is the
+    /// method and whose message names the version and what to use instead.
+    pub(super) fn absent_in_version(&self, method: &str, instead: &str) -> AcpError {
+        let version = self.version();
+        AcpError::Capability {
+            capability: method.to_owned(),
+            agent_id: self.config.agent_id.clone(),
+            message: format!(
+                "ACP agent '{}' speaks ACP v{version}, which has no {method}: {instead}.",
+                self.config.agent_id
+            ),
         }
     }
 

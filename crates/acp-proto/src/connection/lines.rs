@@ -6,6 +6,10 @@ use serde_json::Value;
 use super::*;
 use crate::host::ClientMethod;
 
+/// How many permission requests may wait for the host's answer at once (an awaited
+/// `on_permission`); more are refused on arrival.
+pub const PENDING_ASKS: usize = 64;
+
 impl Core {
     // --- incoming lines --------------------------------------------------------------------
 
@@ -13,7 +17,7 @@ impl Core {
         match self.calls.oldest() {
             Some(call) => format!(
                 "the response to {} (id {})",
-                call.kind.method(),
+                self.method_of(call.kind),
                 call.wire_id
             ),
             None => "no response (no call in flight)".into(),
@@ -24,7 +28,7 @@ impl Core {
         let description = match self.calls.oldest() {
             Some(call) => format!(
                 "the agent's output ended before the response to {} (id {}): the agent exited or closed its stdout",
-                call.kind.method(),
+                self.method_of(call.kind),
                 call.wire_id
             ),
             None => "the agent's output ended".to_owned(),
@@ -90,6 +94,11 @@ impl Core {
         match message.method.as_deref() {
             Some("session/update") => {
                 let (update, raw) = self.update(message)?;
+                // v2: an `idle` may end the session's turn once the update itself is handed out.
+                let idle_stop = match (&raw, update.kind) {
+                    (Some(raw), UpdateKind::StateUpdate) => lifecycle::idle_stop_reason(raw),
+                    _ => None,
+                };
                 let (joined, routed) = self.admit(
                     Admit {
                         session_id: &update.session_id,
@@ -97,9 +106,14 @@ impl Core {
                         text: &update.text,
                         update_sequence: update.update_sequence,
                         tool_call_id: update.tool_call_id.as_deref(),
+                        message_id: update.message_id.as_deref(),
+                        ascii: update.ascii,
                     },
                     raw,
                 )?;
+                if routed && update.kind == UpdateKind::StateUpdate {
+                    self.state_changed(&update.session_id, &update.text, idle_stop);
+                }
                 Ok(Event::Update {
                     update,
                     joined,
@@ -128,7 +142,13 @@ impl Core {
                 let raw_id = message.id.expect("checked").get();
                 self.elicitation(raw_id, envelope)
             }
-            Some(method) if message.id.is_some() && ClientMethod::from_wire(method).is_some() => {
+            // v2 has no fs/* or terminal/*: a v2 agent asking for them is answered "method not
+            // found" below, as for any method the client does not have.
+            Some(method)
+                if message.id.is_some()
+                    && self.version() != 2
+                    && ClientMethod::from_wire(method).is_some() =>
+            {
                 let method = ClientMethod::from_wire(method).expect("checked");
                 let raw_id = message.id.expect("checked").get();
                 Ok(self.host_request(method, raw_id, envelope))
@@ -149,6 +169,9 @@ impl Core {
 
     /// A late answer to a timed-out prompt: its session's requests are no longer cancelled.
     pub(super) fn late_answer(&mut self, wire_id: i64) {
+        if self.version() == 2 {
+            return; // a v2 turn ends at its `idle`, not at its acknowledgement
+        }
         for session in &mut self.sessions {
             if session.late_turn == Some(wire_id) {
                 session.late_turn = None;
@@ -199,6 +222,15 @@ impl Core {
             .filter(|_| self.config.policy.remember)
             .and_then(|r| r.get(&request.record.tool_kind, &request.record.title));
         request.rule(&self.config.policy, self.latched(session_id), remembered);
+        if request.ruled.is_none() && self.asks.len() >= PENDING_ASKS {
+            // Bounded as elicitations are: an agent flooding requests while the host's answers
+            // are awaited gets the rest refused, not a queue the host can never work through.
+            request.ruled = Some(crate::rules::Ruling::new(
+                crate::rules::Decision::Deny,
+                format!("too many permission requests pending ({PENDING_ASKS} wait already)"),
+                false,
+            ));
+        }
         let ask = AskId(self.next_ask);
         self.next_ask += 1;
         // Tiers 0–3 decided: the observer is not asked.
@@ -251,7 +283,9 @@ impl Core {
         let kind = UpdateKind::from_wire(&wire_name);
         let session_id = update.session_id.as_ref();
         let mut raw = None;
-        if let Some(session) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+        let session = self.sessions.iter_mut().find(|s| s.id == session_id);
+        let routed = session.is_some();
+        if let Some(session) = session {
             if matches!(kind, UpdateKind::ToolCall | UpdateKind::ToolCallUpdate) {
                 if let Some(id) = update.fields.tool_call_id.as_str() {
                     if let Some(tool_kind) = update.fields.kind.as_str() {
@@ -262,13 +296,18 @@ impl Core {
                     }
                 }
             }
-            if !kind.is_chunk() && kind != UpdateKind::Unknown {
-                raw = serde_json::from_str::<Value>(envelope)
-                    .ok()
-                    .and_then(|mut v| v.get_mut("params")?.get_mut("update").map(Value::take));
-            }
         }
-        let text = UpdateEvent::text_of(kind, &update.fields);
+        if (routed && !kind.is_chunk() && kind != UpdateKind::Unknown) || kind.reads_value() {
+            raw = serde_json::from_str::<Value>(envelope)
+                .ok()
+                .and_then(|mut v| v.get_mut("params")?.get_mut("update").map(Value::take));
+        }
+        let text = match &raw {
+            Some(value) if kind.reads_value() => {
+                std::borrow::Cow::Owned(crate::update::text_of_value(kind, value))
+            }
+            _ => UpdateEvent::text_of(kind, &update.fields),
+        };
         Ok((
             UpdateEvent {
                 kind,
@@ -302,6 +341,8 @@ impl Core {
                 text,
                 update_sequence,
                 tool_call_id: None,
+                message_id: chunk.message_id,
+                ascii: chunk.ascii,
             },
             None,
         )?;
@@ -314,7 +355,7 @@ impl Core {
                 session_id: std::borrow::Cow::Borrowed(chunk.session_id),
                 envelope: chunk.text_line,
                 text: std::borrow::Cow::Borrowed(text),
-                message_id: None,
+                message_id: chunk.message_id.map(std::borrow::Cow::Borrowed),
                 tool_call_id: None,
                 ascii: chunk.ascii,
             },
@@ -325,18 +366,21 @@ impl Core {
 
     /// Routes an update to its open session: attributes, the turn's record, and for an agent
     /// message chunk the reply capture within the limits (or the overflow record and the one
-    /// `session/cancel`). Returns whether the text joined the reply, and whether an open session
+    /// `session/cancel`). Returns what the text did to the reply, and whether an open session
     /// took the update.
     pub(super) fn admit(
         &mut self,
         update: Admit<'_>,
         raw: Option<Value>,
-    ) -> Result<(bool, bool), AcpError> {
+    ) -> Result<(Joined, bool), AcpError> {
         let limits = self.config.limits;
         let collect = self.config.collect_reply;
+        let v2 = self.version() == 2;
         let Some(session) = self.sessions.iter_mut().find(|s| s.id == update.session_id) else {
-            return Ok((false, false));
+            return Ok((Joined::No, false));
         };
+        // v2: an `agent_message` whose `content` is an array replaces its message's text.
+        let mut replaces = false;
         if let Some(Value::Object(mut fields)) = raw {
             match update.kind {
                 UpdateKind::CurrentModeUpdate => {
@@ -360,10 +404,36 @@ impl Core {
                     if let (Some(turn), Some(id)) = (session.turn.as_mut(), update.tool_call_id) {
                         if update.kind == UpdateKind::ToolCall {
                             turn.announce(id, fields);
+                        } else if v2 {
+                            turn.upsert(id, fields);
                         } else {
                             turn.amend(id, fields);
                         }
                     }
+                }
+                UpdateKind::ToolCallContentChunk => {
+                    if let (Some(turn), Some(id), Some(item)) = (
+                        session.turn.as_mut(),
+                        update.tool_call_id,
+                        fields.remove("content"),
+                    ) {
+                        turn.append_content(id, item);
+                    }
+                }
+                UpdateKind::PlanUpdate => {
+                    let plan = fields.remove("plan");
+                    let items = plan
+                        .as_ref()
+                        .is_some_and(|p| p.get("type").and_then(Value::as_str) == Some("items"));
+                    if let (Some(turn), true, Some(Value::Object(mut plan))) =
+                        (session.turn.as_mut(), items, plan)
+                    {
+                        let entries = plan.remove("entries").filter(Value::is_array);
+                        turn.plan = Some(entries.unwrap_or(Value::Array(vec![])));
+                    }
+                }
+                UpdateKind::AgentMessage => {
+                    replaces = fields.get("content").is_some_and(Value::is_array);
                 }
                 UpdateKind::Plan => {
                     if let Some(turn) = session.turn.as_mut() {
@@ -394,31 +464,59 @@ impl Core {
                 _ => {}
             }
         }
-        if update.kind != UpdateKind::AgentMessageChunk {
-            return Ok((false, true));
+        if update.kind != UpdateKind::AgentMessageChunk && !replaces {
+            return Ok((Joined::No, true));
         }
         let Some(turn) = session.turn.as_mut() else {
-            return Ok((false, true));
+            return Ok((Joined::No, true));
         };
         let capture = &mut turn.capture;
         if capture.overflow.is_some() {
-            return Ok((false, true));
+            return Ok((Joined::No, true));
         }
+        // v1 (the hot path: kept as it was before v2): the host assembles the chunks, unless
+        // `collect_reply`. v2 keeps each message's place in the reply (and its text when
+        // collecting), since an upsert may replace a message's text.
+        // A message's id counts against the reply's bytes when it first appears: an agent
+        // cannot make the record hold megabytes of ids for a short reply.
+        let (total, message_id, found) = if v2 {
+            let message_id = update.message_id.unwrap_or("");
+            let found = capture.messages.find(message_id);
+            let total = match found {
+                Some(at) if replaces => capture.bytes - capture.messages.len_at(at),
+                Some(_) => capture.bytes,
+                None => capture.bytes.saturating_add(message_id.len()),
+            };
+            (total.saturating_add(update.text.len()), message_id, found)
+        } else {
+            (capture.bytes.saturating_add(update.text.len()), "", None)
+        };
         let kind = if capture.segments + 1 > limits.response_segment_count {
             Some(OverflowKind::ResponseSegments)
-        } else if capture.bytes.saturating_add(update.text.len()) > limits.response_bytes {
+        } else if total > limits.response_bytes {
             Some(OverflowKind::ResponseBytes)
         } else {
             None
         };
         match kind {
             None => {
-                if collect {
-                    capture.text.push_str(update.text);
-                }
-                capture.bytes += update.text.len();
+                let joined = if !v2 {
+                    if collect {
+                        capture.text.push_str(update.text);
+                    }
+                    Joined::Append
+                } else {
+                    capture.not_ascii |= !update.ascii;
+                    let messages = &mut capture.messages;
+                    if replaces {
+                        messages.replace(found, message_id, update.text, collect)
+                    } else {
+                        messages.append(found, message_id, update.text, collect)
+                    }
+                };
+                capture.bytes = total;
                 capture.segments += 1;
-                Ok((true, true))
+                Ok((joined, true))
             }
             Some(kind) => {
                 capture.overflow = Some(Overflow {
@@ -429,7 +527,7 @@ impl Core {
                 });
                 let session_id = session.id.clone();
                 self.cancel(&session_id);
-                Ok((false, true))
+                Ok((Joined::No, true))
             }
         }
     }
@@ -442,4 +540,7 @@ pub(super) struct Admit<'u> {
     text: &'u str,
     update_sequence: u64,
     tool_call_id: Option<&'u str>,
+    message_id: Option<&'u str>,
+    /// The text is known to be ASCII (the fast path found the whole line so).
+    ascii: bool,
 }

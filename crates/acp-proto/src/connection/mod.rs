@@ -24,6 +24,7 @@ mod answers;
 mod checks;
 mod elicit;
 mod host;
+mod lifecycle;
 mod lines;
 mod outbox;
 mod requests;
@@ -42,7 +43,7 @@ use crate::reader::{self, Poll, Storage};
 use crate::results::{self, InitializeInfo};
 use crate::rules::Remembered;
 use crate::session::{Overflow, OverflowKind, SessionEntry, Turn, TurnOutcome};
-use crate::update::{UpdateEvent, UpdateKind};
+use crate::update::{Joined, UpdateEvent, UpdateKind};
 use crate::wire::{self, Envelope, WireError};
 
 /// How much of what was read and not yet handled `Connection::withdrawn_ahead` looks at.
@@ -69,11 +70,11 @@ pub enum Outcome {
 
 #[derive(Debug)]
 pub enum Event<'a> {
-    /// A numbered update; `joined`: its text joined the reply of its session's turn;
+    /// A numbered update; `joined`: what its text did to the reply of its session's turn;
     /// `routed`: an open session took it (the session fold applies it).
     Update {
         update: UpdateEvent<'a>,
-        joined: bool,
+        joined: Joined,
         routed: bool,
     },
     /// Ask the observer (unless `cancelled`; `preview` gives what to show it), then `decide`.
@@ -133,6 +134,9 @@ pub enum Request<'a> {
         mcp_servers: Option<&'a [McpServer]>,
         resume: bool,
         system_prompt: Option<&'a SystemPrompt>,
+        /// v2's `replayFrom: {"type": "start"}` on a resume: the replayed updates are routed to
+        /// the session before the call returns, as `session/load`'s in v1.
+        replay_from_start: bool,
     },
     ListSessions {
         cwd: Option<&'a str>,
@@ -204,6 +208,9 @@ struct Core {
     next_id: i64,
     next_update_sequence: u64,
     initialize: Option<InitializeInfo>,
+    /// The version `initialize` agreed (0 before it answered): read on every update, so kept
+    /// apart from `initialize`.
+    version: i64,
     agent_error: Option<String>,
     calls: Calls,
     sessions: Vec<SessionEntry>,
@@ -255,6 +262,7 @@ impl Connection {
                 next_id: 0,
                 next_update_sequence: 1,
                 initialize: None,
+                version: 0,
                 agent_error: None,
                 calls: Calls::default(),
                 sessions: Vec::new(),

@@ -28,17 +28,31 @@ impl Core {
             timed_out: false,
         };
         let bytes = match request {
-            Request::Initialize => encode::initialize(
-                id,
-                &self.config.client_info,
-                &crate::host::client_capabilities_json(
+            Request::Initialize => {
+                let opt_ins = crate::host::OptIns {
+                    elicitation: self.elicitations.advertised,
+                    ..self.config.opt_ins
+                };
+                let offered = self.config.protocol.offered();
+                let v1 = crate::host::client_capabilities_json(
                     self.config.capabilities.as_ref(),
-                    crate::host::OptIns {
-                        elicitation: self.elicitations.advertised,
-                        ..self.config.opt_ins
-                    },
-                ),
-            ),
+                    opt_ins,
+                );
+                match self.config.protocol {
+                    crate::limits::Protocol::V1 => {
+                        encode::initialize_as(id, &self.config.client_info, &v1, offered)
+                    }
+                    // v2 has no fs/terminal: the host side is not offered to a v2 agent; an
+                    // offer that falls back carries v1's too, for an agent that answers 1.
+                    protocol => encode::initialize_offer(
+                        id,
+                        &self.config.client_info,
+                        &crate::host::client_capabilities_v2_json(opt_ins),
+                        offered,
+                        (protocol == crate::limits::Protocol::Auto).then_some(v1.as_str()),
+                    ),
+                }
+            }
             Request::NewSession {
                 cwd,
                 additional_directories,
@@ -56,6 +70,7 @@ impl Core {
                 mcp_servers,
                 resume,
                 system_prompt,
+                replay_from_start,
             } => {
                 call.kind = if resume {
                     CallKind::SessionResume
@@ -64,7 +79,7 @@ impl Core {
                 };
                 call.session = Some(session_id.to_owned());
                 let servers = servers_or_default(mcp_servers, &self.config);
-                encode::session_load(
+                encode::session_resume(
                     id,
                     call.kind.method(),
                     session_id,
@@ -72,6 +87,7 @@ impl Core {
                     additional_directories,
                     &servers,
                     system_prompt,
+                    replay_from_start,
                 )
             }
             Request::ListSessions { cwd } => {
@@ -89,11 +105,21 @@ impl Core {
             }
             Request::Authenticate { method_id } => {
                 call.kind = CallKind::Authenticate;
-                encode::authenticate(id, method_id)
+                let method = if self.version() == 2 {
+                    "auth/login"
+                } else {
+                    "authenticate"
+                };
+                encode::authenticate(id, method, method_id)
             }
             Request::Logout => {
                 call.kind = CallKind::Logout;
-                encode::logout(id)
+                let method = if self.version() == 2 {
+                    "auth/logout"
+                } else {
+                    "logout"
+                };
+                encode::logout(id, method)
             }
             Request::Prompt {
                 session_id,
@@ -123,6 +149,7 @@ impl Core {
                             session_id,
                             &config_id,
                             ConfigValue::Select(mode_id),
+                            self.version() == 2,
                         )
                     }
                     None => {
@@ -144,7 +171,7 @@ impl Core {
             } => {
                 call.kind = CallKind::SetConfigOption;
                 call.session = Some(session_id.to_owned());
-                encode::set_config_option(id, session_id, config_id, value)
+                encode::set_config_option(id, session_id, config_id, value, self.version() == 2)
             }
             Request::SetModel {
                 session_id,
@@ -161,6 +188,7 @@ impl Core {
                             session_id,
                             &config_id,
                             ConfigValue::Select(model_id),
+                            self.version() == 2,
                         )
                     }
                     None => {
@@ -211,7 +239,7 @@ impl Core {
                 encode::steer(id, session_id, content)
             }
         };
-        let bytes = self.checked(bytes, &format!("the {} request", call.kind.method()))?;
+        let bytes = self.checked(bytes, &format!("the {} request", self.method_of(call.kind)))?;
         match call.kind {
             // Registered before the request is written, so replayed updates are routed to it.
             CallKind::SessionLoad | CallKind::SessionResume => {
