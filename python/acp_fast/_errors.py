@@ -18,7 +18,17 @@ class CapacityOverflow(AcpError):
 
 
 class AgentTransportFailed(AcpError):
-    """The pipes to the agent could not be set up or written."""
+    """The pipes to the agent could not be set up or written.
+
+    ``exit_code`` or ``exit_signal`` is set when the agent had ended by then (the usual cause:
+    it died, say for want of an API key); the message says the same, with the tail of its
+    stderr when that is kept.
+    """
+
+    #: The agent's exit code, if it had exited when the error was raised.
+    exit_code: int | None = None
+    #: The signal that had killed the agent, if one had.
+    exit_signal: int | None = None
 
 
 class AgentProtocolError(AcpError):
@@ -26,7 +36,16 @@ class AgentProtocolError(AcpError):
     or the end of its output before the awaited response.
 
     ``code``, ``message`` and ``data`` are set when the agent answered with a JSON-RPC error.
+    ``output_ended`` is true when its output ended before the awaited response (it exited, was
+    killed, or closed its stdout); ``exit_code`` or ``exit_signal`` then says how it ended, when
+    the agent had been reaped (the client waits 100 ms for that): both ``None`` with
+    ``output_ended`` means a live agent closed its stdout, or died too slowly to tell.
     """
+
+    #: The agent's exit code, if its output ended and it had exited.
+    exit_code: int | None = None
+    #: The signal that had killed the agent, if its output ended and one had.
+    exit_signal: int | None = None
 
     def __init__(
         self,
@@ -35,11 +54,13 @@ class AgentProtocolError(AcpError):
         code: int | None = None,
         message: str | None = None,
         data: Any = None,
+        output_ended: bool = False,
     ) -> None:
         super().__init__(description)
         self.code = code
         self.message = message
         self.data = data
+        self.output_ended = output_ended
 
 
 class MissingDurableObserver(AcpError):
@@ -79,7 +100,8 @@ class CapabilityError(AcpError):
 class ConnectError(AgentProtocolError):
     """`start()` could not connect: an error answer to ``initialize``, another protocol version,
     the agent's output ending during the handshake (``__cause__`` holds the detail), ``session/new``
-    answered -32000 (authentication required), or the ``start()`` timeout."""
+    answered -32000 (authentication required), or the ``start()`` timeout. When the agent
+    ended, ``output_ended``, ``exit_code`` and ``exit_signal`` are the detail's."""
 
     def __init__(
         self,
@@ -89,8 +111,11 @@ class ConnectError(AgentProtocolError):
         code: int | None = None,
         message: str | None = None,
         data: Any = None,
+        output_ended: bool = False,
     ) -> None:
-        super().__init__(description, code=code, message=message, data=data)
+        super().__init__(
+            description, code=code, message=message, data=data, output_ended=output_ended
+        )
         self.agent_id = agent_id
 
 

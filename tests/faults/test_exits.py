@@ -11,6 +11,7 @@ speak the version through `watch.wire`).
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import signal
 import time
@@ -38,6 +39,10 @@ def test_exits_after_reading_initialize(watch: Watch) -> None:
     message = str(caught.value)
     assert "output ended before the response to initialize (id 0)" in message
     assert "exited with status 0" in message
+    # The same, for a host that must not read messages (the fleet's retry).
+    error = caught.value
+    assert (error.output_ended, error.exit_code, error.exit_signal) == (True, 0, None)
+    assert error.code is None
     assert client.session_id is None
     watch.assert_updates([])
     watch.assert_clean()
@@ -64,6 +69,9 @@ def test_fails_to_start_with_a_message_on_stderr(watch: Watch) -> None:
         client.start()
     message = str(caught.value)
     assert "exited with status 41" in message
+    # A failure to connect, with how the agent ended on the error the host caught.
+    assert isinstance(caught.value, acp.ConnectError)
+    assert (caught.value.output_ended, caught.value.exit_code) == (True, 41)
     tail = STDERR_TAIL.search(message)
     assert tail is not None, message
     assert tail.group(2) == "error: GEMINI_API_KEY is not set\n"
@@ -86,6 +94,7 @@ def test_dies_at_once_with_a_message_on_stderr(watch: Watch) -> None:
     message = str(caught.value)
     assert "fatal: no credentials" in message, message
     assert "status 2" in message, message
+    assert (caught.value.exit_code, caught.value.exit_signal) == (2, None)
     assert client.stderr_tail() == "fatal: no credentials\n"
     watch.assert_clean()
 
@@ -113,8 +122,11 @@ def test_exits_in_the_middle_of_a_line(watch: Watch) -> None:
         watch.wire.agent(None, emit(watch.wire.chunk("kept")) + f"; printf '%s' '{half}'; exit 0")
     )
     client.start()
-    with pytest.raises(acp.AgentProtocolError, match="invalid JSON"):
+    with pytest.raises(acp.AgentProtocolError, match="invalid JSON") as caught:
         client.prompt("hello")
+    # A fault in a line, not an end of output: nothing says the agent ended.
+    error = caught.value
+    assert (error.output_ended, error.exit_code, error.exit_signal) == (False, None, None)
     watch.assert_updates(["kept"])
     watch.assert_clean()
 
@@ -122,8 +134,10 @@ def test_exits_in_the_middle_of_a_line(watch: Watch) -> None:
 def test_exits_with_a_nonzero_code(watch: Watch) -> None:
     client = watch.client(watch.wire.agent(None, emit(watch.wire.chunk("before")) + "; exit 3"))
     client.start()
-    with pytest.raises(acp.AgentProtocolError, match="exited with status 3"):
+    with pytest.raises(acp.AgentProtocolError, match="exited with status 3") as caught:
         client.prompt("hello")
+    error = caught.value
+    assert (error.output_ended, error.exit_code, error.exit_signal) == (True, 3, None)
     watch.assert_updates(["before"])
     watch.assert_clean()
 
@@ -154,6 +168,12 @@ def test_killed_from_outside(watch: Watch) -> None:
         client.prompt("hello")
     assert time.monotonic() - killed_at[0] < 0.5
     assert "killed by signal 9" in str(caught.value)
+    error = caught.value
+    assert (error.output_ended, error.exit_code, error.exit_signal) == (True, None, 9)
+    # Carried across processes (Ray, multiprocessing) as they are: by pickle.
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), str(copy)) == (type(error), str(error))
+    assert (copy.output_ended, copy.exit_code, copy.exit_signal) == (True, None, 9)
     watch.assert_updates(["first", "second"])
     watch.assert_clean()
 
@@ -171,9 +191,12 @@ def test_closes_stdout_and_keeps_running(watch: Watch) -> None:
     client = watch.client(watch.wire.agent(None, action))
     client.start()
     started = time.monotonic()
-    with pytest.raises(acp.AgentProtocolError, match="output ended"):
+    with pytest.raises(acp.AgentProtocolError, match="output ended") as caught:
         client.prompt("hello")
     assert time.monotonic() - started < 0.5
+    # Ended output, no exit status: the agent lives on (what the fleet calls a protocol fault).
+    error = caught.value
+    assert (error.output_ended, error.exit_code, error.exit_signal) == (True, None, None)
     (pid,) = watch.wait_pids(pid_file)
     assert pid == client.pid
     assert alive(pid), "the agent should still run with its stdout closed"

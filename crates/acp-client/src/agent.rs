@@ -10,6 +10,17 @@ use acp_os::process::{Agent, StderrTail};
 
 use crate::controls::lock;
 
+/// Why the agent's output ended, as far as the client knows when an error is raised.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The agent's exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, if one did.
+    pub exit_signal: Option<i32>,
+    /// What to add to the error's message: the exit status, then the stderr tail.
+    pub told: String,
+}
+
 fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -19,9 +30,11 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-/// What is known about why the agent's output ended, to add to an error's message: its exit
-/// status (a dying agent gets 100 ms to become reapable) and the last words of its stderr.
-pub fn why_ended(agent: &Mutex<Option<Agent>>, tail: Option<&StderrTail>) -> String {
+/// What is known about why the agent's output ended: its exit status (a dying agent gets
+/// 100 ms to become reapable) and the last words of its stderr. The status is given apart
+/// from the text too, so a host (the fleet's retry) need not read it back out of a message.
+pub fn why_ended(agent: &Mutex<Option<Agent>>, tail: Option<&StderrTail>) -> Ended {
+    use std::os::unix::process::ExitStatusExt;
     let deadline = Instant::now() + Duration::from_millis(100);
     let status = loop {
         let status = lock(agent).as_ref().and_then(Agent::exit_status);
@@ -30,21 +43,25 @@ pub fn why_ended(agent: &Mutex<Option<Agent>>, tail: Option<&StderrTail>) -> Str
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let mut told = String::new();
+    let mut ended = Ended::default();
     if let Some(status) = status {
-        told.push_str(&format!("; the agent {}", describe_exit(status)));
+        ended.exit_code = status.code();
+        ended.exit_signal = status.signal();
+        ended
+            .told
+            .push_str(&format!("; the agent {}", describe_exit(status)));
     }
     if let Some(tail) = tail {
         let bytes = tail.last_words(Duration::from_millis(200));
         if !bytes.is_empty() {
-            told.push_str(&format!(
+            ended.told.push_str(&format!(
                 "\nagent stderr (last {} bytes):\n{}",
                 bytes.len(),
                 String::from_utf8_lossy(&bytes)
             ));
         }
     }
-    told
+    ended
 }
 
 /// Waits until the agent has exited and nothing else of its group runs, or `until` passes:

@@ -113,21 +113,29 @@ impl CoreClient {
         }
     }
 
-    /// A failed call's exception, with what is known about why the agent's output ended.
+    /// A failed call's exception, with what is known about why the agent's output ended: in
+    /// its message, and as its `exit_code` and `exit_signal`.
     pub(crate) fn call_error(&self, py: Python<'_>, error: CallError) -> PyErr {
-        match error {
-            CallError::Acp(AcpError::AgentProtocol(mut protocol)) => {
-                if protocol.output_ended {
-                    self.explain_end(py, &mut protocol.description);
-                }
-                to_pyerr(py, AcpError::AgentProtocol(protocol))
+        let (error, ended) = match error {
+            CallError::Acp(AcpError::AgentProtocol(mut protocol)) if protocol.output_ended => {
+                let ended = self.explain_end(py, &mut protocol.description);
+                (AcpError::AgentProtocol(protocol), ended)
             }
             // The pipes failed: usually the agent died (e.g. at once, for want of an API key).
             CallError::Acp(AcpError::AgentTransportFailed(mut description)) => {
-                self.explain_end(py, &mut description);
-                to_pyerr(py, AcpError::AgentTransportFailed(description))
+                let ended = self.explain_end(py, &mut description);
+                (AcpError::AgentTransportFailed(description), ended)
             }
-            other => other.into_pyerr(py),
+            other => return other.into_pyerr(py),
+        };
+        let raised = to_pyerr(py, error);
+        let value = raised.value(py);
+        let set = value
+            .setattr("exit_code", ended.exit_code)
+            .and_then(|()| value.setattr("exit_signal", ended.exit_signal));
+        match set {
+            Ok(()) => raised,
+            Err(failed) => failed,
         }
     }
 
@@ -178,8 +186,15 @@ impl CoreClient {
         kwargs.set_item("code", code)?;
         kwargs.set_item("message", message)?;
         kwargs.set_item("data", data)?;
+        let ended = field("output_ended").extract::<bool>().unwrap_or(false);
+        kwargs.set_item("output_ended", ended)?;
         let class = crate::errors::errors_module(py)?.getattr("ConnectError")?;
-        let error = PyErr::from_value(class.call((failure.message,), Some(&kwargs))?);
+        let instance = class.call((failure.message,), Some(&kwargs))?;
+        // How the agent ended, as the detail has it: a host reads `exit_code` off the error
+        // it caught, not off its cause.
+        instance.setattr("exit_code", field("exit_code"))?;
+        instance.setattr("exit_signal", field("exit_signal"))?;
+        let error = PyErr::from_value(instance);
         error.set_cause(py, Some(detail.clone_ref(py)));
         if let Some(reason) = failure.stop {
             conn.stop(reason);
@@ -201,11 +216,13 @@ impl CoreClient {
         self.owner == std::process::id()
     }
 
-    /// Adds what is known about why the agent's output ended: its exit status and the tail of
-    /// its stderr.
-    fn explain_end(&self, py: Python<'_>, description: &mut String) {
+    /// Adds what is known about why the agent's output ended (its exit status and the tail of
+    /// its stderr) to `description`, and gives the status.
+    fn explain_end(&self, py: Python<'_>, description: &mut String) -> acp_client::agent::Ended {
         let tail = self.stderr_tail.as_deref();
-        description.push_str(&py.detach(|| acp_client::agent::why_ended(&self.agent, tail)));
+        let ended = py.detach(|| acp_client::agent::why_ended(&self.agent, tail));
+        description.push_str(&ended.told);
+        ended
     }
 
     pub(crate) fn stop_agent(&self, py: Python<'_>, reap: bool) {

@@ -63,6 +63,7 @@ pub(crate) fn to_pyerr(py: Python<'_>, error: AcpError) -> PyErr {
                     None => py.None().into_bound(py),
                 };
                 kwargs.set_item("data", data)?;
+                kwargs.set_item("output_ended", protocol.output_ended)?;
                 class.call((protocol.description.as_str(),), Some(&kwargs))?
             }
             AcpError::Capability {

@@ -3,18 +3,16 @@ alive: the first ends the attempt as ``AgentDied`` (which `Retry` may name, flee
 second keeps its own error type (retrying a misbehaving agent would only repeat it).
 
 The client raises the same `AgentProtocolError` for "the agent's output ended" as for a line
-it should not have sent, and `AgentTransportFailed` when a prompt cannot be written to it; the
-exception carries no flag for either (the core's ``output_ended`` stays in Rust). What tells
-them apart here:
+it should not have sent (its ``output_ended`` tells them apart), and `AgentTransportFailed`
+when a prompt cannot be written to it. What makes either a death:
 
-- what the core wrote: an output that ended (its description's fixed opening) or pipes that
-  failed, and the agent's exit status, which the core adds once it has reaped the agent;
-- failing that (the core waits 100 ms for the status), the agent's process itself, watched for
-  ``GRACE`` seconds: gone or a zombie is a death; still running is a live agent that closed
-  its stdout, a protocol violation.
+- the agent's exit status, which the client gives (``exit_code`` or ``exit_signal``) once it
+  has reaped the agent;
+- failing that (the client waits 100 ms for the status), the agent's process itself, watched
+  for ``GRACE`` seconds: gone or a zombie is a death; still running is a live agent that
+  closed its stdout, a protocol violation.
 
-Only the first line of the message is read: the core writes it; the agent's stderr tail,
-which the agent could fill with anything, comes after it."""
+Nothing of the error's text is read: its stderr tail is the agent's to fill with anything."""
 
 from __future__ import annotations
 
@@ -30,16 +28,6 @@ AGENT_DIED = "AgentDied"
 #: How long an agent whose output ended is watched for its process to end (seconds).
 GRACE = 1.0
 
-#: The opening of the core's description when the agent's output ended before an answer.
-_OUTPUT_ENDED = "the agent's output ended"
-
-#: What the core adds once it has the agent's exit status (acp-client's ``why_ended``).
-_EXIT_NOTES = (
-    "; the agent exited with status ",
-    "; the agent was killed by signal ",
-    "; the agent ended (",
-)
-
 
 class AgentDied(Exception):
     """The agent's process ended (it exited, or was killed) while the attempt ran. The
@@ -51,13 +39,12 @@ async def agent_died(error: BaseException, pid: int | None) -> bool:
     the agent died (rather than that it broke the protocol while alive)."""
     if isinstance(error, ConnectError):
         return False  # the handshake failed: its own type, which Retry names as such
-    head = str(error).split("\n", 1)[0]
     if isinstance(error, AgentProtocolError):
-        if error.code is not None or not head.startswith(_OUTPUT_ENDED):
+        if error.code is not None or not error.output_ended:
             return False  # an error answer, or a line it should not have sent: it is alive
     elif not isinstance(error, AgentTransportFailed):
         return False
-    if any(note in head for note in _EXIT_NOTES):
+    if error.exit_code is not None or error.exit_signal is not None:
         return True
     return await _ends_within(pid, GRACE)
 

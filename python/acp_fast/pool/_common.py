@@ -223,10 +223,12 @@ def died_at_call(client: Any, error: BaseException) -> bool:
 
     if not isinstance(error, AgentProtocolError) or error.code is not None:
         return False
+    if error.exit_code is not None or error.exit_signal is not None:
+        return True  # the client had reaped it already
     deadline = time.monotonic() + 1.0
     while not pid_exited(client.pid):  # the exit follows the output's end closely
         if time.monotonic() >= deadline:
-            return "output ended" in str(error)
+            return error.output_ended
         time.sleep(0.01)
     return True
 
