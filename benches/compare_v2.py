@@ -7,22 +7,25 @@ Run from the repository root in the dev venv:
                                             # benches/results.md
     python benches/compare_v2.py --quick    # smoke run with small sizes (prints only)
 
-Both runners are `acp_fast.Client` with `compare.py`'s observer (counts updates, sums
+The runners are `acp_fast.Client` with `compare.py`'s observer (counts updates, sums
 `len(update.text)` of the message chunks), limits (the whole reply kept) and policy
 (permissions granted by a kind rule), against `benches/flood_agent.py`: `protocol="v1"`
-against the agent as `compare.py` runs it, `protocol="v2"` against `flood_agent.py --v2`,
-which acknowledges the prompt with `{messageId}`, sends `state_update` running, the same
-chunks each with a `messageId` (`{"sessionUpdate":"agent_message_chunk","messageId":…,
-"content":…}`, the layout of both official SDKs' v2 agents), permission requests in v2's
-shape, and ends the turn with `state_update` idle. The cases: (a) 100,000 updates of 32 B of
-text, (b) 2,000 updates of 64 KiB, (c) 2,000 permission round trips, each timed from sending
-the prompt to the turn's end with every update delivered.
+against the agent as `compare.py` runs it; `protocol="v1"` against `flood_agent.py
+--message-ids` ("v1 + ids"), whose chunks carry a `messageId` as today's v1 agents write them
+(claude-agent-acp 0.101, codex-acp: the recorded traffic in ../shared/interop-transcripts);
+`protocol="v2"` against `flood_agent.py --v2`, which acknowledges the prompt with
+`{messageId}`, sends `state_update` running, the same chunks as "v1 + ids" (`{"sessionUpdate":
+"agent_message_chunk","messageId":…,"content":…}`, the layout of both official SDKs' v2
+agents), permission requests in v2's shape, and ends the turn with `state_update` idle. The
+cases: (a) 100,000 updates of 32 B of text, (b) 2,000 updates of 64 KiB, (c) 2,000 permission
+round trips, each timed from sending the prompt to the turn's end with every update delivered.
 
-v1 and v2 alternate within each round (which goes first alternates between rounds); the table
+The three run in turn within each round (which goes first rotates between rounds); the table
 gives the medians of the rounds and, for the host's CPU (the process CPU time of this
 interpreter and every thread of the client during the prompt; the agent is another process), the
-per-round ratios v2/v1 (median and range), which say whether a difference is beyond this shared
-machine's noise.
+per-round ratios v2/v1 and v2/(v1 + ids) (median and range), which say whether a difference is
+beyond this shared machine's noise: the first is what a host pays for v2's longer lines and
+what it does with them, the second what v2 costs for the same lines.
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ from compare import (
     progress,
 )
 
-PROTOCOLS = ("v1", "v2")
+#: The runners: v1 against chunks without a `messageId` (as compare.py's agent writes them),
+#: v1 against chunks with one (as claude-agent-acp 0.101 and codex-acp write v1 chunks: the
+#: same bytes as v2's chunks, so the difference to v2 is what v2 itself does with them), v2.
+PROTOCOLS = ("v1", "v1+ids", "v2")
 CHUNK = acp_fast.UpdateKind.AGENT_MESSAGE_CHUNK
 
 
@@ -102,9 +108,11 @@ class Case:
     expect: Callable[[Sample], None]
 
 
-def run_prompt(protocol: str, agent_args: list[str]) -> Sample:
+def run_prompt(runner: str, agent_args: list[str]) -> Sample:
     counter = Counter()
-    args = [AGENT, *agent_args] + (["--v2"] if protocol == "v2" else [])
+    extra = {"v2": ["--v2"], "v1+ids": ["--message-ids"]}.get(runner, [])
+    args = [AGENT, *agent_args, *extra]
+    protocol = runner[:2]
     with acp_fast.Client(
         PYTHON,
         args=args,
@@ -179,8 +187,10 @@ def measure(case: Case, rounds: int) -> str:
     rates: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
     cpus: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
     ratios: list[float] = []
+    same_line: list[float] = []
     for number in range(rounds):
-        order = PROTOCOLS if number % 2 == 0 else PROTOCOLS[::-1]
+        turn = number % len(PROTOCOLS)  # each runner goes first, second and last in turn
+        order = PROTOCOLS[turn:] + PROTOCOLS[:turn]
         for protocol in order:
             sample = run_prompt(protocol, case.agent_args)
             try:
@@ -190,6 +200,7 @@ def measure(case: Case, rounds: int) -> str:
             rates[protocol].append(case.rate(sample))
             cpus[protocol].append(sample.cpu / case.per(sample) * case.cpu_scale)
         ratios.append(cpus["v2"][-1] / cpus["v1"][-1])
+        same_line.append(cpus["v2"][-1] / cpus["v1+ids"][-1])
         progress(
             f"{case.label} round {number + 1}/{rounds}: "
             + ", ".join(
@@ -200,9 +211,10 @@ def measure(case: Case, rounds: int) -> str:
     rate = {p: statistics.median(rates[p]) for p in PROTOCOLS}
     cpu = {p: statistics.median(cpus[p]) for p in PROTOCOLS}
     return (
-        f"| {case.label}: {case.rate_unit} | {fmt_rate(rate['v1'])} | {fmt_rate(rate['v2'])} "
-        f"| {rate['v2'] / rate['v1']:.2f}x | {cpu['v1']:,.2f} | {cpu['v2']:,.2f} "
-        f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f} to {max(ratios):.2f}) |"
+        f"| {case.label}: {case.rate_unit} | {fmt_rate(rate['v1'])} | {fmt_rate(rate['v1+ids'])} "
+        f"| {fmt_rate(rate['v2'])} | {cpu['v1']:,.2f} | {cpu['v1+ids']:,.2f} | {cpu['v2']:,.2f} "
+        f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f} to {max(ratios):.2f}) "
+        f"| {statistics.median(same_line):.2f}x ({min(same_line):.2f} to {max(same_line):.2f}) |"
     )
 
 
@@ -223,17 +235,19 @@ def main(argv: list[str] | None = None) -> int:
     unit_note = "host CPU: ns/update in (a), µs per MB of text in (b), µs/round trip in (c)"
     table = "\n".join(
         [
-            "| case | v1 | v2 | v2 / v1 | host CPU v1 | host CPU v2 | CPU v2 / v1 per round: "
-            "median (range) |",
-            "|---|--:|--:|--:|--:|--:|--:|",
+            "| case | v1 | v1 + ids | v2 | host CPU v1 | host CPU v1 + ids | host CPU v2 "
+            "| CPU v2 / v1 per round: median (range) | CPU v2 / (v1 + ids) per round |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
             *rows,
         ]
     )
     notes = [
-        f"Medians of {rounds} rounds, v1 and v2 alternating within each round (the first of "
-        "the two alternating between rounds). Rates: higher is better; " + unit_note + ", of "
+        f"Medians of {rounds} rounds, the three runners in turn within each round (which goes "
+        "first rotating between rounds). Rates: higher is better; " + unit_note + ", of "
         "this interpreter (client, core threads) during the prompt; lower is better.",
-        "Both: `acp_fast.Client` against `benches/flood_agent.py` (v2: `--v2`), the whole reply "
+        "All: `acp_fast.Client` against `benches/flood_agent.py` (v1 + ids: `--message-ids`, "
+        "each v1 chunk with a `messageId` as today's v1 agents write it; v2: `--v2`), the "
+        "whole reply "
         "kept, every update delivered to an observer that sums the text length. v2 turns carry "
         "two more updates (state_update running and idle) and end at idle, not at the "
         "prompt's response.",

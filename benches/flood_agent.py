@@ -21,6 +21,9 @@ Every runner in the comparison talks to this same agent. It answers `initialize`
                              `subject: {type: "tool_call", toolCall}`), and the turn ends with
                              `state_update` idle carrying the stop reason.
 
+--message-ids                v1 with a `messageId` on each chunk, as claude-agent-acp 0.101 and
+                             codex-acp write v1 chunks (the same line as --v2's chunks).
+
 --ignore-term --grandchild   ignore SIGTERM and start a grandchild `sleep` (close() case);
                              the grandchild's pid is written to stderr as `grandchild PID`.
 --ignore-eof                 keep running after stdin ends (a wedged agent; close() case).
@@ -107,6 +110,7 @@ def main() -> int:
     parser.add_argument("--pipe-size", type=int, default=0)
     parser.add_argument("--wait-cancel", action="store_true")
     parser.add_argument("--v2", action="store_true")
+    parser.add_argument("--message-ids", action="store_true")
     args = parser.parse_args()
 
     if args.devnull or args.raw:
@@ -167,7 +171,9 @@ def main() -> int:
                 send(out, {"jsonrpc": "2.0", "id": request_id, "result": ack})
                 state_update(out, session_id, "running")
                 reply = f"agent-{turns}"
-            stop = turn(args, stdin, out, session_id, reply)
+            elif args.message_ids:
+                reply = f"agent-{turns}"
+            stop = turn(args, stdin, out, session_id, reply, v2)
             if v2:
                 state_update(out, session_id, "idle", stop)
             else:
@@ -179,9 +185,11 @@ def main() -> int:
             )
 
 
-def turn(args: argparse.Namespace, stdin: Any, out: int, session_id: str, reply: str | None) -> str:
-    """One prompt's updates and permission round trips; its stop reason. `reply`: the v2
-    message id of the agent's reply (None: v1)."""
+def turn(
+    args: argparse.Namespace, stdin: Any, out: int, session_id: str, reply: str | None, v2: bool
+) -> str:
+    """One prompt's updates and permission round trips; its stop reason. `reply`: the message
+    id of the agent's reply (None: chunks without one, v1)."""
     if args.updates:
         flood(out, session_id, args.updates, args.text_bytes, reply)
     elif args.stream_bytes:
@@ -196,7 +204,7 @@ def turn(args: argparse.Namespace, stdin: Any, out: int, session_id: str, reply:
     for number in range(args.permissions):
         tool_call = {"toolCallId": f"t{number}", "title": "run", "kind": "execute"}
         params: dict[str, object] = {"sessionId": session_id}
-        if reply is None:
+        if not v2:
             params["toolCall"] = tool_call
         else:
             params.update(title="run", subject={"type": "tool_call", "toolCall": tool_call})
