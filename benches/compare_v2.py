@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (3 if args.quick else 7)
     sizes = (10_000, 200, 200) if args.quick else (100_000, 2_000, 2_000)
     command = "python benches/compare_v2.py" + (" --quick" if args.quick else "")
+    if args.rounds:
+        command += f" --rounds {args.rounds}"
     began = time.perf_counter()
     machine = machine_line()
     progress(machine)
