@@ -173,7 +173,11 @@ class Harness:
         for run in self.runs:
             run.client.close()
         leftovers: list[int] = []
-        deadline = time.monotonic() + 3
+        # close() has SIGKILLed them all; a process can still take a moment to be gone (a node
+        # agent's large address space torn down on a loaded machine: once seen past 3 s, its
+        # command line already empty). 10 s is the bound the fleet's no-orphan guarantee uses;
+        # a process close() did not reach is still there after it.
+        deadline = time.monotonic() + 10
         for run in self.runs:
             while tagged_processes(run.launch.tag) and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -726,13 +726,19 @@ def group_processes(pgid: int) -> list[int]:
 
 
 def describe(pids: Iterable[int]) -> list[str]:
+    """Each process as "pid (state, parent, group, session): command line", for a failure
+    message: which of the agent's processes it was and whether it had left the group."""
     out = []
     for pid in pids:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             cmdline = "?"
-        out.append(f"{pid}: {cmdline[:160]}")
+        stat = _stat(pid)
+        where = "gone"
+        if stat is not None:
+            where = "state {}, parent {}, group {}, session {}".format(*stat)
+        out.append(f"{pid} ({where}): {cmdline[:160]!a}")
     return out
 
 
