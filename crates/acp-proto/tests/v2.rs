@@ -17,7 +17,15 @@ const INIT_V2: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"
 const INIT_V1: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
 
 fn started(protocol: Protocol, answer: &str) -> (Connection, Vec<String>) {
-    let mut conn = connection(protocol, limits());
+    started_with(protocol, answer, limits())
+}
+
+fn started_with(
+    protocol: Protocol,
+    answer: &str,
+    limits: acp_proto::limits::TransferLimits,
+) -> (Connection, Vec<String>) {
+    let mut conn = connection(protocol, limits);
     conn.request(Request::Initialize).unwrap();
     let wire = sent(&mut conn);
     push(&mut conn, answer);
@@ -27,7 +35,12 @@ fn started(protocol: Protocol, answer: &str) -> (Connection, Vec<String>) {
 }
 
 fn v2() -> Connection {
-    let (mut conn, seen) = started(Protocol::V2, INIT_V2);
+    v2_with(limits())
+}
+
+/// A v2 connection with session "s" open, under `limits`.
+fn v2_with(limits: acp_proto::limits::TransferLimits) -> Connection {
+    let (mut conn, seen) = started_with(Protocol::V2, INIT_V2, limits);
     assert_eq!(seen[1], "done 0 Initialized");
     open(&mut conn, "s");
     conn
@@ -506,12 +519,7 @@ fn a_v2_agent_asking_for_files_or_terminals_gets_method_not_found() {
 fn a_replacing_upsert_past_response_bytes_overflows_and_cancels_once() {
     let mut small = limits();
     small.response_bytes = 11; // the message's id ("m") counts too
-    let mut conn = connection(Protocol::V2, small);
-    conn.request(Request::Initialize).unwrap();
-    sent(&mut conn);
-    push(&mut conn, INIT_V2);
-    events(&mut conn);
-    open(&mut conn, "s");
+    let mut conn = v2_with(small);
     let id = prompt(&mut conn, "s", None);
     let seen = feed(
         &mut conn,
@@ -704,12 +712,7 @@ fn replay(path: &std::path::Path) -> Vec<String> {
 fn many_messages_and_content_items_stay_within_the_turn_s_bounds() {
     let mut few = limits();
     few.response_segment_count = 100;
-    let mut conn = connection(Protocol::V2, few);
-    conn.request(Request::Initialize).unwrap();
-    sent(&mut conn);
-    push(&mut conn, INIT_V2);
-    events(&mut conn);
-    open(&mut conn, "s");
+    let mut conn = v2_with(few);
     let id = prompt(&mut conn, "s", None);
     let mut lines = vec![ack(id), state("s", "running", None)];
     lines.extend((0..150).map(|i| chunk("s", &format!("m{i}"), "x")));
@@ -751,12 +754,7 @@ fn many_messages_and_content_items_stay_within_the_turn_s_bounds() {
 fn message_ids_count_against_response_bytes() {
     let mut small = limits();
     small.response_bytes = 1000;
-    let mut conn = connection(Protocol::V2, small);
-    conn.request(Request::Initialize).unwrap();
-    sent(&mut conn);
-    push(&mut conn, INIT_V2);
-    events(&mut conn);
-    open(&mut conn, "s");
+    let mut conn = v2_with(small);
     let id = prompt(&mut conn, "s", None);
     let long = "i".repeat(600);
     let seen = feed(
