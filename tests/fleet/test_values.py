@@ -366,3 +366,100 @@ def test_a_record_trimmed_to_nothing_refuses_what_it_dropped(
         assert array("Q", seqs).tolist() == [2] and ended
 
     asyncio.run(main())
+
+
+class _FakeClient:
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self.closed = False
+
+    @property
+    def pid(self) -> int:  # Python code, as AsyncClient's: a thread switch may come here
+        return self._pid
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_host_shared_by_three_threads_keeps_its_books(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray runs run_task, read and stats/cancel on three threads (a loop each). A CI run saw
+    # stats fail with "dictionary changed size during iteration" while tasks came and went;
+    # a read racing run_task for a new attempt could make a second record that no journal
+    # fills; a cancel of a finished attempt was kept forever. Here each thread hammers its
+    # part, with the interpreter switching threads as often as it can.
+    from acp_fast.fleet import _host
+
+    monkeypatch.setattr(_host, "FINISHED_RETAINED", 0)  # forget as soon as they finish
+    host = _host.Host(0, acp.AgentSpec(sys.executable), 2, str(tmp_path))
+    window, stats_calls = 16, 1000  # attempts running at once; stats calls to make
+    errors: list[BaseException] = []
+    seen: dict[tuple[str, int], list[Record]] = {}
+    progress = [0]  # attempts begun
+    enough = threading.Event()
+
+    def guarded(body: Any) -> threading.Thread:
+        def run() -> None:
+            try:
+                body()
+            except BaseException as error:
+                errors.append(error)
+            finally:
+                enough.set()
+
+        return threading.Thread(target=run)
+
+    @guarded
+    def tasks() -> None:  # Ray's default group: what run_task does to the shared state
+        i = 0
+        while not enough.is_set() or i < window:
+            key = (f"t{i}", 1)
+            seen.setdefault(key, []).append(host._begin(key))
+            client = _FakeClient(i + 1)
+            if host._claimed(key, client):
+                client.close()
+            progress[0] = i = i + 1
+            if i > window:  # the oldest running attempt ends
+                old = (f"t{i - 1 - window}", 1)
+                host._record(old).finish()
+                host._released(old, time.time())
+                host._forget_old(old, "/j/old.jsonl")
+        for j in range(i - window, i):
+            host._released((f"t{j}", 1), time.time())
+
+    @guarded
+    def streams() -> None:  # the stream group: reads of attempts about to begin
+        while not enough.is_set():
+            key = (f"t{progress[0] + 1}", 1)
+            seen.setdefault(key, []).append(host._record(key))
+
+    @guarded
+    def control() -> None:  # the control group: stats and cancels while tasks come and go
+        async def main() -> None:
+            for _ in range(stats_calls):
+                stats = await host.stats()
+                assert 0 <= stats["running"] <= window + 1
+                assert all(pid > 0 for pid in stats["agent_pids"])
+                # A running attempt, one about to begin, one long over.
+                for back in (3, -1, window + 5):
+                    host.cancel(f"t{progress[0] - back}", 1)
+
+        asyncio.run(main())
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in (tasks, streams, control):
+            thread.start()
+        for thread in (tasks, streams, control):
+            thread.join(60)
+    finally:
+        sys.setswitchinterval(previous)
+    assert not any(thread.is_alive() for thread in (tasks, streams, control))
+    assert errors == []
+    # One record per attempt, whichever thread made it first.
+    assert all(len({id(r) for r in records}) == 1 for records in seen.values())
+    assert host.clients == {} and host.running == 0
+    assert host.cancelled == set() and host.live == set()
+    assert len(host.spans) == host.started == progress[0]

@@ -17,6 +17,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -129,12 +130,21 @@ class Host:
         self.spec = spec
         self.slots = slots
         self.run_dir = run_dir
+        #: Ray runs each concurrency group on a thread and loop of its own: run_task (default),
+        #: read (stream) and stats, cancel, shutdown (control) share what follows, so each
+        #: look-and-change of these dicts and sets is made under this lock (never across an
+        #: await). A bare iteration raced an insert on another thread ("dictionary changed
+        #: size during iteration" in stats), and get-then-set could make two records for one
+        #: attempt, one of which no journal would ever fill.
+        self._lock = threading.Lock()
         self.records: dict[tuple[str, int], Record] = {}
         #: Finished attempts whose records were dropped to bound memory (their journal stays).
         self.forgotten: dict[tuple[str, int], str] = {}
         self.journals: dict[tuple[str, int], str] = {}
         #: Attempts run_task began in this process (a read may make a record before that).
         self.began: set[tuple[str, int]] = set()
+        #: Attempts begun and not yet over.
+        self.live: set[tuple[str, int]] = set()
         self.clients: dict[tuple[str, int], Any] = {}
         self.running = 0
         self.started = 0
@@ -204,12 +214,9 @@ class Host:
         from ..journal import JsonlJournal
 
         key = (task_id, attempt)
-        record = self._record(key)
-        self.began.add(key)
+        record = self._begin(key)
         journal_path = os.path.join(self.run_dir, f"{task_id}.{attempt}.jsonl")
         out: dict[str, Any] = {"host": self.index, "journal": None, "ok": False}
-        self.running += 1
-        self.started += 1
         began = time.time()
         journal = None
         client = None
@@ -232,8 +239,7 @@ class Host:
                         errno.ENOENT, "the task's cwd does not exist or is not a directory", cwd
                     )
                 async with pool.session(cwd, observer=journal) as session:
-                    self.clients[key] = session._client
-                    if key in self.cancelled:
+                    if self._claimed(key, session._client):
                         session._client.close()
                     modes = session.modes
                     ask = ask_mode_to_set(
@@ -245,8 +251,7 @@ class Host:
             else:
                 # The spec's environment and profile (each session asks the host).
                 client = _async.AsyncClient.from_spec(self.spec, cwd=cwd, observer=journal)
-                self.clients[key] = client
-                if key in self.cancelled:
+                if self._claimed(key, client):
                     client.close()
                 await client.start()
                 session = client.default_session
@@ -255,8 +260,6 @@ class Host:
         except Exception as error:
             out["error_type"], out["message"] = _describe(error)
         finally:
-            self.clients.pop(key, None)
-            self.cancelled.discard(key)
             if client is not None:  # a pool's client was released by its session block
                 try:
                     await client.aclose()
@@ -267,9 +270,7 @@ class Host:
             record.finish()
             self._forget_old(key, journal_path)
             out["updates"] = record.total
-            self.running -= 1
-            self.spans.append((began, time.time()))
-            del self.spans[:-10000]
+            self._released(key, began)
         return out
 
     @staticmethod
@@ -299,46 +300,80 @@ class Host:
         # has finished and this process never saw ran in the host's previous life (Ray
         # restarted it): what it recorded is in its journal only.
         key = (task_id, attempt)
-        if key in self.forgotten:
+        with self._lock:
+            journal = self.forgotten.get(key)
+            never_began = key not in self.began
+        if journal is not None:
             raise LookupError(
                 f"task {task_id!r} attempt {attempt} finished long ago and its updates are no "
-                f"longer in the host's memory: read its journal {self.forgotten[key]}"
+                f"longer in the host's memory: read its journal {journal}"
             )
-        if finished and key not in self.began:
+        if finished and never_began:
             return b"", b"", True
-        return await self._record((task_id, attempt)).read(from_seq)
+        return await self._record(key).read(from_seq)
 
     def _forget_old(self, done: tuple[str, int], journal_path: str) -> None:
         """Keeps the records of finished attempts within FINISHED_RETAINED bytes, dropping the
         oldest first (a host runs thousands of tasks; their journals hold everything)."""
-        self.journals[done] = journal_path
-        finished = [(k, r) for k, r in self.records.items() if r.done]
-        total = sum(r.retained_bytes for _, r in finished)
-        for key, record in finished:  # dicts keep insertion order: oldest first
-            if total <= FINISHED_RETAINED:
-                break
-            total -= record.retained_bytes
-            del self.records[key]
-            self.forgotten[key] = self.journals.pop(key, "")
+        with self._lock:
+            self.journals[done] = journal_path
+            finished = [(k, r) for k, r in self.records.items() if r.done]
+            total = sum(r.retained_bytes for _, r in finished)
+            for key, record in finished:  # dicts keep insertion order: oldest first
+                if total <= FINISHED_RETAINED:
+                    break
+                total -= record.retained_bytes
+                del self.records[key]
+                self.forgotten[key] = self.journals.pop(key, "")
 
     def _record(self, key: tuple[str, int]) -> Record:
-        record = self.records.get(key)
-        if record is None:
-            record = self.records[key] = Record()
+        """The attempt's record, made by whichever of run_task and read asks first."""
+        with self._lock:
+            record = self.records.get(key)
+            if record is None:
+                record = self.records[key] = Record()
+            return record
+
+    def _begin(self, key: tuple[str, int]) -> Record:
+        record = self._record(key)
+        with self._lock:
+            self.began.add(key)
+            self.live.add(key)
+            self.running += 1
+            self.started += 1
         return record
 
+    def _claimed(self, key: tuple[str, int], client: Any) -> bool:
+        """Registers the attempt's client (for cancel, stats, shutdown); True when the attempt
+        was cancelled before it had one (the caller closes it)."""
+        with self._lock:
+            self.clients[key] = client
+            return key in self.cancelled or self.closed
+
+    def _released(self, key: tuple[str, int], began: float) -> None:
+        with self._lock:
+            self.clients.pop(key, None)
+            self.cancelled.discard(key)
+            self.live.discard(key)
+            self.running -= 1
+            self.spans.append((began, time.time()))
+            del self.spans[:-10000]
+
     async def stats(self) -> dict[str, Any]:
-        pids = [c.pid for c in self.clients.values() if c.pid is not None]
+        with self._lock:
+            clients = list(self.clients.values())
+            running, started, spans = self.running, self.started, list(self.spans)
+        pids = [c.pid for c in clients if c.pid is not None]
         pool = await self._on_pool_loop(self._pool_stats, 5.0)
         return {
             "host": self.index,
             "node": _node_id(),
             "pid": os.getpid(),
             "slots": self.slots,
-            "running": self.running,
-            "started": self.started,
+            "running": running,
+            "started": started,
             "agent_pids": pids,
-            "spans": list(self.spans),
+            "spans": spans,
             # The pool's agents that run no task (idle, starting), and its counters.
             "spare_pids": [] if pool is None else [p for p in pool[0] if p not in pids],
             "pool": None if pool is None else pool[1],
@@ -350,23 +385,24 @@ class Host:
         return owned, dataclasses.asdict(self.pool.stats())
 
     def cancel(self, task_id: str, attempt: int) -> bool:
-        client = self.clients.get((task_id, attempt))
-        if client is None:
-            if (task_id, attempt) not in self.began:
-                return False
-            # Not claimed yet: closed once it is (run_task looks after registering it; this
-            # looks again after noting it, so one of the two sees the other).
-            self.cancelled.add((task_id, attempt))
-            client = self.clients.get((task_id, attempt))
+        key = (task_id, attempt)
+        with self._lock:
+            client = self.clients.get(key)
             if client is None:
+                if key not in self.live:  # not begun here, or over
+                    return False
+                # Not claimed yet: run_task closes it as it registers it (`_claimed`).
+                self.cancelled.add(key)
                 return False
         client.close()
         return True
 
     async def shutdown(self) -> None:
         """Closes every agent (the fleet's close): nothing keeps running on this host."""
-        self.closed = True
-        for client in list(self.clients.values()):
+        with self._lock:
+            self.closed = True
+            clients = list(self.clients.values())
+        for client in clients:
             client.close()
         if self.pool is not None:
             await self._on_pool_loop(self.pool.close, 10.0)
