@@ -363,7 +363,7 @@ class _ClientBase(Generic[_S]):
             self._core.host_forget(session.session_id)
 
     def request_cancel(self) -> None:
-        """Sends SIGTERM, then SIGKILL, to the agent's whole process group; returns at once.
+        """Freezes, then kills, the agent, its process group and every descendant; returns at once.
         Any thread. The call in flight then fails as the agent's output ends; `close()` is
         still needed to reap the agent and release the client."""
         self._live.request_cancel()

@@ -364,7 +364,8 @@ impl CoreClient {
         Ok(())
     }
 
-    /// SIGTERM then SIGKILL to the agent's group; returns without waiting. Any thread.
+    /// Freezes, then kills, the agent's group and descendants (acp-os `kill`); returns without
+    /// waiting. Any thread.
     fn request_cancel(&self, py: Python<'_>) {
         let controls = &self.shared.controls;
         controls.cancel_requested.store(true, Ordering::SeqCst);

@@ -6,6 +6,7 @@
 /// What the guard and the stop path need to know of one process.
 pub(crate) struct Info {
     pub zombie: bool,
+    pub stopped: bool,
     pub ppid: libc::pid_t,
     pub pgid: libc::pid_t,
     pub sid: libc::pid_t,
@@ -31,6 +32,7 @@ pub(crate) fn info(pid: libc::pid_t) -> Option<Info> {
     if let Some(bsd) = unsafe { pidinfo::<libc::proc_bsdinfo>(pid, libc::PROC_PIDTBSDINFO) } {
         return Some(Info {
             zombie: bsd.pbi_status == libc::SZOMB,
+            stopped: bsd.pbi_status == libc::SSTOP,
             ppid: bsd.pbi_ppid as libc::pid_t,
             pgid: bsd.pbi_pgid as libc::pid_t,
             sid,
@@ -44,6 +46,7 @@ pub(crate) fn info(pid: libc::pid_t) -> Option<Info> {
     let short = unsafe { pidinfo::<libc::proc_bsdshortinfo>(pid, libc::PROC_PIDT_SHORTBSDINFO) }?;
     Some(Info {
         zombie: short.pbsi_status == libc::SZOMB,
+        stopped: short.pbsi_status == libc::SSTOP,
         ppid: short.pbsi_ppid as libc::pid_t,
         pgid: short.pbsi_pgid as libc::pid_t,
         sid,

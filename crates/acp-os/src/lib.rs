@@ -10,6 +10,7 @@
 //!   `darwin` (macOS's libproc), `exit` (a child's exit, unreaped);
 //! - `proc_table` (the one /proc | libproc reader and descendant walk), `io` (the transport
 //!   vocabulary, the waker);
+//! - `kill` (freeze, then kill, a family of processes);
 //! - `supervisor` (the guard), `transport` (the agent's pipes);
 //! - `process` (the agent), `terminal` (the agent's terminals); `fs` stands apart.
 
@@ -19,6 +20,7 @@ mod exit;
 mod fd;
 pub mod fs;
 pub mod io;
+pub mod kill;
 pub mod proc_table;
 pub mod process;
 pub mod supervisor;

@@ -14,6 +14,8 @@ pub struct Proc {
     pub sid: libc::pid_t,
     /// A zombie (Linux `Z`) or dead (`X`): it runs nothing.
     pub exited: bool,
+    /// Stopped by a signal (Linux `T`, or `t` under a tracer): it cannot fork until resumed.
+    pub stopped: bool,
     /// When it started (clock ticks since boot on Linux, microseconds since the epoch on
     /// macOS): with the pid, it names one process even after the pid is reused.
     pub start: u64,
@@ -38,6 +40,7 @@ pub fn parse_stat(pid: libc::pid_t, stat: &[u8]) -> Option<Proc> {
         pgid,
         sid,
         exited: matches!(state, "Z" | "X"),
+        stopped: matches!(state, "T" | "t"),
         start,
     })
 }
@@ -58,6 +61,7 @@ pub fn process(pid: libc::pid_t) -> Option<Proc> {
         pgid: info.pgid,
         sid: info.sid,
         exited: info.zombie,
+        stopped: info.stopped,
         start: info.start,
     })
 }
@@ -145,12 +149,15 @@ mod tests {
                     pgid: 4242,
                     sid: 4200,
                     exited: false,
+                    stopped: false,
                     start: 987654,
                 },
                 "comm {comm:?}"
             );
         }
         assert!(parse_stat(1, stat(") S", "Z").as_bytes()).unwrap().exited);
+        assert!(parse_stat(1, stat(") S", "T").as_bytes()).unwrap().stopped);
+        assert!(!parse_stat(1, stat(") T", "S").as_bytes()).unwrap().stopped);
         // A name that is not UTF-8 is no reason to lose the process.
         let mut bytes = b"4242 (\xff) \xfe) ".to_vec();
         bytes.extend_from_slice(&stat("", "S").as_bytes()[8..]);
@@ -178,6 +185,7 @@ mod tests {
                 pgid: pid,
                 sid: pid,
                 exited: false,
+                stopped: false,
                 start: 0,
             })
             .collect();

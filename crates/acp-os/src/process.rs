@@ -1,7 +1,7 @@
 //! The agent process: started in a session of its own (so it leads its own process group), with
 //! pipes on stdin/stdout and stderr discarded, inherited or drained into a ring buffer; stopped by
-//! SIGTERM then SIGKILL to the whole group (falling back to the child alone) and to every
-//! descendant found under /proc (libproc on macOS), even one that left the group; reaped.
+//! freezing, then SIGKILLing, the whole group and session and every descendant found under /proc
+//! (libproc on macOS), even one that left the group (`kill`); reaped.
 //! `PipeTransport` reads and writes its pipes with waits bounded to a short interval, so the
 //! caller can check signals between them, and reports the end of output once the agent itself
 //! has exited even when a process it started still holds the pipe.
@@ -20,6 +20,7 @@ pub use crate::transport::{PipeTransport, Room};
 pub use stderr::{StderrTail, STDERR_READ_BUDGET};
 
 use crate::fd;
+use crate::kill;
 use crate::supervisor;
 
 /// What happens to the agent's stderr.
@@ -206,21 +207,17 @@ impl Agent {
         }
     }
 
-    /// SIGTERM, then SIGKILL, to the whole group and to every descendant; returns without
-    /// waiting.
+    /// Freezes the agent, its group, its session and every descendant, then SIGKILLs them all
+    /// (`kill::freeze_then_kill`: none forks away meanwhile); returns without waiting.
     pub fn stop(&mut self) {
         if self.reaped || !self.owned_here() {
             return;
         }
+        // Unreaped, so the pid (and the group and session it leads) is still the agent's.
         let pid = self.child.id() as libc::pid_t;
-        // Walk first: once the agent dies its children are re-parented and cannot be traced.
-        let descendants = descendants(pid);
-        signal_group(pid, libc::SIGTERM);
+        kill::freeze_then_kill(&[pid]);
+        // Should the table not be readable (no /proc), the group still goes.
         signal_group(pid, libc::SIGKILL);
-        for descendant in descendants {
-            // SAFETY: plain kill(2) of a pid seen as a descendant a moment ago.
-            unsafe { libc::kill(descendant, libc::SIGKILL) };
-        }
     }
 
     /// Stops everything and waits for the agent to exit.
@@ -330,6 +327,19 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(!alive(pid), "the descendant outlived stop_and_reap");
+    }
+
+    /// Attack: the agent forks children that call setsid() as fast as it can while it is
+    /// stopped; none may outlive `stop_and_reap` (`kill::freeze_then_kill`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stop_loses_no_child_forked_meanwhile() {
+        use crate::kill::flood;
+        let tag = flood::fork_race_tag();
+        let (mut agent, mut pipes) = spawn(&sh(&flood::fork_race_script(&tag))).unwrap();
+        read_pid(&mut pipes); // the flood is on
+        agent.stop_and_reap();
+        flood::assert_none_left(&tag);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! Without a launcher, or when the guard cannot be started, agents run unguarded (`guard_pid`
 //! returns None); nothing else changes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{IntoRawFd, RawFd};
@@ -30,7 +30,8 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use crate::fd;
-use crate::proc_table::{self, Proc};
+use crate::kill;
+use crate::proc_table;
 use crate::sync::lock;
 
 const WATCH: u8 = b'+';
@@ -295,7 +296,7 @@ pub fn serve() -> ! {
             registry.show();
         }
     }
-    kill_all(&registry.leaders());
+    kill::freeze_then_kill(&registry.leaders());
     std::process::exit(0)
 }
 
@@ -364,56 +365,6 @@ fn start_time(pid: libc::pid_t) -> Option<u64> {
     proc_table::process(pid).map(|p| p.start)
 }
 
-/// Every live process that belongs to one of `leaders`: same group or session, or descended
-/// from such a process (this process, the guard, left out).
-pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
-    let me = std::process::id() as libc::pid_t;
-    let table: Vec<Proc> = proc_table::processes()
-        .into_iter()
-        .filter(|p| !p.exited && p.pid != me)
-        .collect();
-    let roots: HashSet<libc::pid_t> = leaders.iter().copied().collect();
-    let members: HashSet<libc::pid_t> = table
-        .iter()
-        .filter(|p| roots.contains(&p.pid) || roots.contains(&p.pgid) || roots.contains(&p.sid))
-        .map(|p| p.pid)
-        .collect();
-    let mut found = proc_table::descendants_in(&table, &members);
-    found.extend(members);
-    found.into_iter().collect()
-}
-
-/// Freezes every target (repeating until a pass finds no new one, so none forks away between
-/// the scan and the kill), then kills them and the groups themselves.
-pub fn kill_all(leaders: &[libc::pid_t]) {
-    if leaders.is_empty() {
-        return;
-    }
-    let mut stopped: HashSet<libc::pid_t> = HashSet::new();
-    for _ in 0..50 {
-        let fresh: Vec<libc::pid_t> = targets(leaders)
-            .into_iter()
-            .filter(|pid| !stopped.contains(pid))
-            .collect();
-        if fresh.is_empty() {
-            break;
-        }
-        for pid in fresh {
-            // SAFETY: plain kill(2) of a process found in one of the registered groups.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            stopped.insert(pid);
-        }
-    }
-    for &leader in leaders {
-        // SAFETY: plain kill(2) of a registered group.
-        unsafe { libc::kill(-leader, libc::SIGKILL) };
-    }
-    for pid in stopped {
-        // SAFETY: as above, processes frozen a moment ago (so their pids are still theirs).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,74 +387,6 @@ mod tests {
         registry.apply(&record(WATCH, std::process::id() as i32));
         assert_eq!(registry.len(), 1);
         assert_eq!(registry.leaders(), vec![std::process::id() as i32]);
-    }
-
-    fn alive(pid: i32) -> bool {
-        proc_table::process(pid).is_some_and(|p| !p.exited)
-    }
-
-    /// Starts `sh -c script arg0` as a group leader; returns it and the pid its first line
-    /// names.
-    fn leader_and_escaped(script: &str, arg0: &std::ffi::OsStr) -> (std::process::Child, i32) {
-        use std::io::Read;
-        let mut leader = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(script)
-            .arg(arg0)
-            .stdout(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
-        let mut out = leader.stdout.take().unwrap();
-        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
-            line.push(byte[0]);
-        }
-        let escaped = String::from_utf8(line).unwrap().trim().parse().unwrap();
-        (leader, escaped)
-    }
-
-    /// The guard's targets of `leader` hold `escaped`, and kill_all kills it.
-    fn kill_all_reaches(mut leader: std::process::Child, escaped: i32) {
-        let group = targets(&[leader.id() as i32]);
-        assert!(group.contains(&escaped), "{group:?}");
-        kill_all(&[leader.id() as i32]);
-        leader.wait().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while alive(escaped) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(!alive(escaped));
-    }
-
-    #[test]
-    fn kill_all_reaches_the_group_and_a_setsid_descendant() {
-        // The leader's child calls setsid(): out of the group and session, still a descendant.
-        let script = "setsid sleep 100 & echo $!; sleep 100 & wait";
-        let (leader, escaped) = leader_and_escaped(script, "sh".as_ref());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        // SAFETY: getsid(2) only reads.
-        while unsafe { libc::getsid(escaped) } != escaped && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        kill_all_reaches(leader, escaped);
-    }
-
-    /// Attack: the escape goes through a program whose name is not UTF-8 (and holds `)`): the
-    /// child it starts is reached only through it.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn kill_all_reaches_through_a_process_whose_name_is_not_utf8() {
-        use std::os::unix::ffi::OsStrExt;
-        let dir = std::env::temp_dir().join(format!("acp-os-guard-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let odd = dir.join(std::ffi::OsStr::from_bytes(b"\xfe) R 1 1 \xff"));
-        std::fs::copy("/bin/sh", &odd).unwrap();
-        let script = r#"setsid "$0" -c 'sleep 100 & echo $!; wait' & sleep 100 & wait"#;
-        let (leader, escaped) = leader_and_escaped(script, odd.as_os_str());
-        kill_all_reaches(leader, escaped);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -18,7 +18,7 @@ use acp_proto::host::ExitStatus;
 
 use crate::fd;
 use crate::io::{Notifier, Waker};
-use crate::proc_table::descendants;
+use crate::kill;
 use crate::supervisor;
 use crate::sync::lock;
 
@@ -145,7 +145,8 @@ struct Term {
 }
 
 impl Term {
-    /// SIGTERM then SIGKILL to the group and every descendant, without waiting.
+    /// Freezes, then SIGKILLs, the group and every descendant (`kill::freeze_then_kill`), without
+    /// waiting.
     fn kill(&self) {
         if self.exit.is_some() {
             // The leader is reaped; what is left of its group still goes.
@@ -153,16 +154,12 @@ impl Term {
             unsafe { libc::kill(-self.pid, libc::SIGKILL) };
             return;
         }
-        let family = descendants(self.pid);
-        // SAFETY: plain kill(2); the leader is unreaped, so the pid and group are still ours.
+        // The leader is unreaped, so its pid, group and session are still ours.
+        kill::freeze_then_kill(&[self.pid]);
+        // SAFETY: plain kill(2), as above; for when the table could not be read.
         unsafe {
-            libc::kill(-self.pid, libc::SIGTERM);
             libc::kill(-self.pid, libc::SIGKILL);
             libc::kill(self.pid, libc::SIGKILL);
-        }
-        for pid in family {
-            // SAFETY: a descendant seen a moment ago.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
 
@@ -490,5 +487,37 @@ impl Inner {
 impl Drop for Terminals {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attack: the terminal's command forks children that call setsid() as fast as it can
+    /// while it is killed; none may outlive the kill (`kill::freeze_then_kill`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kill_loses_no_child_forked_meanwhile() {
+        use crate::kill::flood;
+        use std::time::{Duration, Instant};
+        let tag = flood::fork_race_tag();
+        let terminals = Terminals::new().unwrap();
+        let spawn = Spawn {
+            command: "sh".into(),
+            args: vec!["-c".into(), flood::fork_race_script(&tag)],
+            env: std::env::vars_os().collect(),
+            cwd: std::fs::File::open("/").unwrap().into(),
+            limit: 1024,
+        };
+        let id = terminals.create("s", spawn).unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        while !terminals.output(&id, "s").unwrap().0.starts_with(b"0") {
+            assert!(Instant::now() < until, "the flood never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(terminals.kill(&id, "s"));
+        flood::assert_none_left(&tag);
+        terminals.close();
     }
 }
