@@ -61,37 +61,36 @@ pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
     if leaders.is_empty() {
         return;
     }
+    // The waits for "seen stopped" share one bound; the passes that find new targets do not.
+    let deadline = Instant::now() + FREEZE_WAIT;
     let mut stopped: HashSet<libc::pid_t> = HashSet::new();
     let mut passes = 0;
-    let mut waiting_since: Option<Instant> = None;
     loop {
         let table = proc_table::processes();
         let found = targets_in(&table, leaders);
-        let mut fresh = false;
+        let mut signalled = Vec::new();
         for process in &found {
             if stopped.insert(process.pid) {
                 // SAFETY: plain kill(2) of a process found in one of the registered groups.
                 unsafe { libc::kill(process.pid, libc::SIGSTOP) };
-                fresh = true;
+                signalled.push(process.pid);
             }
         }
-        if fresh {
+        if signalled.is_empty() {
+            let running: Vec<libc::pid_t> =
+                found.iter().filter(|p| !p.stopped).map(|p| p.pid).collect();
+            if running.is_empty() || !wait_stopped(&running, deadline) {
+                break;
+            }
+        } else {
             passes += 1;
-            waiting_since = None;
             if passes >= FREEZE_PASSES {
                 break;
             }
-            continue;
+            // Then a pass for what they forked before they stopped (their parents are frozen,
+            // so it is still theirs by parent links).
+            wait_stopped(&signalled, deadline);
         }
-        if found.iter().all(|p| p.stopped) {
-            break;
-        }
-        let since = *waiting_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= FREEZE_WAIT {
-            break;
-        }
-        // Signalled, not yet stopped: let them take it.
-        std::thread::sleep(Duration::from_micros(200));
     }
     for &leader in leaders {
         // SAFETY: plain kill(2) of a registered group.
@@ -100,6 +99,23 @@ pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
     for pid in stopped {
         // SAFETY: as above, processes frozen a moment ago (so their pids are still theirs).
         unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// Waits until each of `pids` is stopped or gone, reading only their own entries (cheaper than
+/// a pass over the table); false when `deadline` came first.
+fn wait_stopped(pids: &[libc::pid_t], deadline: Instant) -> bool {
+    loop {
+        let settled = pids
+            .iter()
+            .all(|&pid| proc_table::process(pid).is_none_or(|p| p.exited || p.stopped));
+        if settled {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
     }
 }
 
