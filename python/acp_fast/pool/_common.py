@@ -103,13 +103,14 @@ class Options:
     reuse: bool
     start_timeout: float | None
     claim_observers: bool = False
+    elicitation: bool = False
 
     def client_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self.client_options)
         if self.claim_observers:  # the claim attaches the observer (pool/_relay.py)
-            from ._relay import Relay
+            from ._relay import ElicitingRelay, Relay
 
-            kwargs["observer"] = Relay()
+            kwargs["observer"] = ElicitingRelay() if self.elicitation else Relay()
         kwargs["args"] = self.key.args
         kwargs["env"] = None if self.key.env is None else dict(self.key.env)
         kwargs["cwd"] = self.key.cwd
@@ -147,10 +148,12 @@ def check_options(
     reuse: bool,
     start_timeout: float | None,
     claim_observers: bool = False,
+    elicitation: bool = False,
 ) -> Options:
     if isinstance(args, str):
         raise TypeError("args must be a sequence of strings, not a string")
     options = dict(client_options or {})
+    _check_elicitation(bool(claim_observers), bool(elicitation), options.get("observer"))
     fixed = sorted(_KEY_OPTIONS & options.keys())
     if fixed:
         raise ValueError(
@@ -186,7 +189,24 @@ def check_options(
         reuse=bool(reuse),
         start_timeout=_positive("start_timeout", start_timeout),
         claim_observers=bool(claim_observers),
+        elicitation=bool(elicitation),
     )
+
+
+def _check_elicitation(claim_observers: bool, elicitation: bool, observer: object) -> None:
+    """Whether the spares advertise elicitation is fixed by their handshake, before any claim:
+    refuses a pool whose observers' ``on_elicitation`` would never be asked."""
+    if elicitation and not claim_observers:
+        raise ValueError(
+            "elicitation=True is for pools made with claim_observers=True; without it every "
+            "spare has client_options' observer, and its on_elicitation (if any) already "
+            "decides whether the spares advertise elicitation"
+        )
+    if claim_observers and not elicitation and hasattr(observer, "on_elicitation"):
+        raise ValueError(
+            "client_options' observer has on_elicitation, but the spares' relays do not "
+            "advertise elicitation unless the pool is made with elicitation=True"
+        )
 
 
 def backoff(failures: int) -> float:
@@ -311,6 +331,12 @@ class State:
             )
         from ._relay import check_target
 
+        if not self.options.elicitation and hasattr(observer, "on_elicitation"):
+            raise ValueError(
+                "this claim's observer has on_elicitation, but the pool's agents were started "
+                "without advertising elicitation (it is fixed at their handshake, before any "
+                "claim): make the pool with elicitation=True"
+            )
         check_target(observer, self.options.client_options)
 
     def attach(self, client: Any, observer: object | None) -> None:

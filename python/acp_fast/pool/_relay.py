@@ -58,6 +58,7 @@ class Relay:
         "_held_bytes",
         "_lock",
         "_on_activity",
+        "_on_elicitation",
         "_on_permission",
         "_on_permission_commit",
         "_on_received",
@@ -75,6 +76,7 @@ class Relay:
         self._held: list[tuple[str, Any]] | None = []
         self._held_bytes = 0
         self._on_permission: Callable[[Any], Any] = _ignore
+        self._on_elicitation: Callable[[Any], Any] = _ignore
         self._hold_all()
 
     # The client's callbacks: one attribute read and one call on top of the target's.
@@ -113,6 +115,7 @@ class Relay:
                 for name in _CALLBACKS:
                     setattr(self, "_" + name, getattr(target, name, None) or _ignore)
                 self._on_permission = getattr(target, "on_permission", None) or _ignore
+                self._on_elicitation = getattr(target, "on_elicitation", None) or _ignore
 
     def detach(self) -> None:
         """Holds again (a reused client between two claims)."""
@@ -120,6 +123,7 @@ class Relay:
             self._held = []
             self._held_bytes = 0
             self._on_permission = _ignore
+            self._on_elicitation = _ignore
             self._hold_all()
 
     def _hold_all(self) -> None:
@@ -145,6 +149,18 @@ class Relay:
             forward(value)  # attached meanwhile: after the replay, so still in order
 
         return hold
+
+
+class ElicitingRelay(Relay):
+    """A relay whose client advertises elicitation (a pool made with ``elicitation=True``): the
+    client reads ``on_elicitation`` once, when it is made, so only this class has one. Each
+    elicitation goes to the attached observer's ``on_elicitation``; with none attached (no
+    claim yet: no session exists, so the agent is wrong to ask) or none on it, it is declined."""
+
+    __slots__ = ()
+
+    def on_elicitation(self, request: Any) -> Any:
+        return self._on_elicitation(request)
 
 
 def check_target(observer: object | None, client_options: Mapping[str, Any]) -> None:

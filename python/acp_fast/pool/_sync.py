@@ -71,11 +71,12 @@ class Pool:
         reuse: bool = False,
         start_timeout: float | None = 60.0,
         claim_observers: bool = False,
+        elicitation: bool = False,
     ) -> None:
         self._options: Options = check_options(
             command, args, env, cwd, client_options, min_idle, max_idle, max_total, max_age,
             idle_ttl, spawn_concurrency, claim_timeout, authenticate, reuse, start_timeout,
-            claim_observers,
+            claim_observers, elicitation,
         )  # fmt: skip
         self._state = State(self._options)
         self._lock = threading.Lock()
@@ -123,7 +124,8 @@ class Pool:
         ``claim_timeout``). Give it back with `release` (or close it). At ``max_total`` the claim
         waits for capacity, at most ``timeout`` seconds (`TimeoutError`), forever with None.
         ``observer`` (a pool made with ``claim_observers=True``): this claim's own observer,
-        attached to the client after its handshake was replayed into it."""
+        attached to the client after its handshake was replayed into it. Its ``on_elicitation``
+        is asked only on a pool made with ``elicitation=True`` (`ValueError` otherwise)."""
         self._state.check_observer(observer)
         client = self._claim_counted(timeout)
         self._attach(client, observer)
