@@ -375,9 +375,10 @@ class Launch:
     tag: str
 
 
-def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launch:
-    """Command, arguments, environment and cwd that start `spec` against `server`, with an
-    isolated HOME and a tag in the environment that every process it starts inherits."""
+def isolated(root: Path) -> tuple[Path, Path, dict[str, str], str]:
+    """A run's working directory and HOME under `root` (made), and its environment: nothing of
+    ours but PATH, plus a fresh tag that every process the agent starts inherits (what the
+    harness finds leftovers by). Returns (cwd, home, env, tag)."""
     cwd = root / "work"
     home = root / "home"
     cwd.mkdir(parents=True, exist_ok=True)
@@ -390,6 +391,13 @@ def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launc
         "NO_COLOR": "1",
         TAG_VARIABLE: tag,
     }
+    return cwd, home, env, tag
+
+
+def launch(spec: AgentSpec, root: Path, server: FakeModelServer | None) -> Launch:
+    """Command, arguments, environment and cwd that start `spec` against `server`, with an
+    isolated HOME and a tag in the environment that every process it starts inherits."""
+    cwd, home, env, tag = isolated(root)
     modules = spec.prefix / "node_modules"
     url = server.url if server is not None else ""
     if spec.name == "gemini":

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import acp_fast as acp
 
-from .support import HERE, TAG_VARIABLE, Launch, agents_root
+from .support import HERE, Launch, agents_root, isolated
 
 TS_SDK_V2_AGENT = HERE / "agents" / "ts_sdk_v2_agent.mjs"
 RUST_V2_VERSION = "5.2.0"
@@ -82,18 +81,7 @@ class V2Spec:
 
     def launch(self, root: Path) -> Launch:
         """Command, arguments, environment and cwd, with an isolated HOME and the run's tag."""
-        cwd = root / "work"
-        home = root / "home"
-        cwd.mkdir(parents=True, exist_ok=True)
-        home.mkdir(parents=True, exist_ok=True)
-        tag = uuid.uuid4().hex
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "LANG": "C.UTF-8",
-            "NO_COLOR": "1",
-            TAG_VARIABLE: tag,
-        }
+        cwd, _, env, tag = isolated(root)
         agents = agents_root()
         if self.name == "rust-sdk-v2":
             return Launch(str(agents / "rust-sdk-v2" / "simple_agent_v2"), [], env, cwd, tag)
