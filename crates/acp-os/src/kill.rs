@@ -120,7 +120,7 @@ fn wait_stopped(pids: &[libc::pid_t], deadline: Instant) -> bool {
 }
 
 /// A flood of forks that call setsid(), for the stop paths' tests (here, `process`, `terminal`).
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 pub(crate) mod flood {
     use crate::proc_table;
 
@@ -147,7 +147,6 @@ pub(crate) mod flood {
 
     /// Every process whose command line is `sleep <tag>`, waited for up to 2 s to be gone; the
     /// survivors are killed (so a failure leaves nothing behind) and named in the failure.
-    #[cfg(target_os = "linux")]
     pub(crate) fn assert_none_left(tag: &str) {
         use std::time::{Duration, Instant};
         let wanted = format!("sleep\0{tag}\0").into_bytes();

@@ -490,13 +490,12 @@ impl Drop for Terminals {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// Attack: the terminal's command forks children that call setsid() as fast as it can
     /// while it is killed; none may outlive the kill (`kill::freeze_then_kill`).
-    #[cfg(target_os = "linux")]
     #[test]
     fn kill_loses_no_child_forked_meanwhile() {
         use crate::kill::flood;
