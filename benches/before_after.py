@@ -1,5 +1,5 @@
-"""acp-fast against an earlier build of itself, side by side: cases (a), (b), (b2), (c) and (d) of
-`compare.py`, measured by the same code (`compare.py`'s acp-fast runner) in two interpreters,
+"""acp-fast against an earlier build of itself, side by side: cases (a), (b), (b2), (c), (d) and (e)
+of `compare.py`, measured by the same code (`compare.py`'s acp-fast runner) in two interpreters,
 interleaved round by round; medians and the ratio now / before.
 
     python benches/before_after.py --baseline /path/to/other/venv/bin/python [--rounds 5]
@@ -34,6 +34,13 @@ if case == "d":
     print(json.dumps([times[4] * 1000, None]))
 elif case == "d0":
     print(json.dumps([compare.fast_startup() * 1000, None]))
+elif case == "e":
+    # As compare.py's case (e): ms from close() until the agent (SIGTERM ignored) and its
+    # grandchild are gone, the median of 9 closes after a first one.
+    compare.fast_startup()
+    closes = [compare.fast_close(["--ignore-term", "--grandchild"], 1.0) for _ in range(9)]
+    assert all(c.gone_ms is not None for c in closes), [c.left_alive for c in closes]
+    print(json.dumps([sorted(c.gone_ms for c in closes)[4], None]))
 else:
     # One client first, as compare.py's warm-up does: the process's one-time costs (imports,
     # the host-death guard started with the first agent) stay out of the timed stream.
@@ -75,6 +82,8 @@ CASES = {
     "c": "(c) 2,000 permission round trips: round trips/s; host CPU µs/round trip",
     "d": "(d) start-up (spawn + initialize + session/new): ms (lower is better)",
     "d0": "(d0) the same for the first client of a fresh interpreter: ms (lower is better)",
+    "e": "(e) close() of an agent that ignores SIGTERM, with a grandchild: ms until both are "
+    "gone (lower is better)",
 }
 
 
@@ -97,7 +106,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the interpreter of the earlier build")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cases", default=",".join(CASES), help="which, comma-separated")
     args = parser.parse_args()
+    chosen = args.cases.split(",")
+    unknown = sorted(set(chosen) - CASES.keys())
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; the cases are {', '.join(CASES)}")
     builds = {"before": args.baseline, "now": sys.executable}
     for name, python in builds.items():
         print(f"{name}: {version(python)}", file=sys.stderr)
@@ -106,6 +120,8 @@ def main() -> int:
         "|---|--:|--:|--:|--:|--:|",
     ]
     for case, label in CASES.items():
+        if case not in chosen:
+            continue
         samples: dict[str, list[float]] = {name: [] for name in builds}
         cpus: dict[str, list[float]] = {name: [] for name in builds}
         for number in range(args.rounds):
@@ -116,7 +132,7 @@ def main() -> int:
                     cpus[name].append(cpu)
             print(f"{case} round {number + 1}/{args.rounds}", file=sys.stderr)
         before, now = (statistics.median(samples[name]) for name in builds)
-        ratio = before / now if case.startswith("d") else now / before
+        ratio = before / now if case[0] in "de" else now / before
         cpu_cells = [
             f"{statistics.median(cpus[name]):,.2f}" if cpus[name] else "—" for name in builds
         ]

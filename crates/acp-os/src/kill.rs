@@ -88,8 +88,8 @@ pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
                 break;
             }
             // Then a pass for what they forked before they stopped (their parents are frozen,
-            // so it is still theirs by parent links).
-            wait_stopped(&signalled, deadline);
+            // so it is still theirs by parent links); by its end they have mostly stopped, and
+            // those that have not are waited for above.
         }
     }
     for &leader in leaders {
@@ -267,3 +267,4 @@ mod tests {
         flood::assert_none_left(&tag);
     }
 }
+
