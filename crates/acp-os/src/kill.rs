@@ -267,4 +267,3 @@ mod tests {
         flood::assert_none_left(&tag);
     }
 }
-
