@@ -17,13 +17,20 @@ use crate::proc_table::{self, Proc};
 /// Every live process that belongs to one of `leaders`: same group or session, or descended
 /// from such a process (this process, the guard, left out).
 pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
-    targets_in(&proc_table::processes(), leaders)
+    targets_in(&proc_table::processes(), leaders, &HashSet::new())
         .into_iter()
         .map(|p| p.pid)
         .collect()
 }
 
-fn targets_in<'t>(table: &'t [Proc], leaders: &[libc::pid_t]) -> Vec<&'t Proc> {
+/// The targets in `table`; `frozen` (processes already signalled) are roots too, so that what
+/// one of them forked is still found after it left the group and session (setsid) with a
+/// parent that had exited.
+fn targets_in<'t>(
+    table: &'t [Proc],
+    leaders: &[libc::pid_t],
+    frozen: &HashSet<libc::pid_t>,
+) -> Vec<&'t Proc> {
     let me = std::process::id() as libc::pid_t;
     let live: Vec<Proc> = table
         .iter()
@@ -33,7 +40,12 @@ fn targets_in<'t>(table: &'t [Proc], leaders: &[libc::pid_t]) -> Vec<&'t Proc> {
     let roots: HashSet<libc::pid_t> = leaders.iter().copied().collect();
     let mut found: HashSet<libc::pid_t> = live
         .iter()
-        .filter(|p| roots.contains(&p.pid) || roots.contains(&p.pgid) || roots.contains(&p.sid))
+        .filter(|p| {
+            roots.contains(&p.pid)
+                || roots.contains(&p.pgid)
+                || roots.contains(&p.sid)
+                || frozen.contains(&p.pid)
+        })
         .map(|p| p.pid)
         .collect();
     found.extend(proc_table::descendants_in(&live, &found));
@@ -43,73 +55,93 @@ fn targets_in<'t>(table: &'t [Proc], leaders: &[libc::pid_t]) -> Vec<&'t Proc> {
         .collect()
 }
 
-/// How long the freeze waits, once a pass finds no new target, for those it signalled to be
-/// seen stopped (a process in an uninterruptible wait, a hung NFS read, stops only when it
-/// returns): then they are killed as they are.
+/// How long the freeze waits, all told, for the processes it signalled to be seen stopped (a
+/// process in an uninterruptible wait, a hung NFS read, stops only when it returns): then they
+/// are killed as they are.
 const FREEZE_WAIT: Duration = Duration::from_secs(1);
 
-/// Passes that may find new targets (each freezes what it found, so a pass finds only what was
-/// forked during the one before): a bound for a fork bomb outrunning the table.
-const FREEZE_PASSES: usize = 100;
+/// Passes over the table, all told: a bound for a fork bomb outrunning it (each pass freezes
+/// what it found, so the next finds only what was forked meanwhile).
+const FREEZE_PASSES: usize = 200;
 
-/// Freezes every target, then kills them and the groups themselves. The freeze is done when a
-/// pass over the table finds no new target and every one it sent SIGSTOP is seen stopped.
-/// A process forked while a pass read the table (a long time on a loaded machine) is found by
-/// the next one, its parent being frozen, not dead; and kill(2) returns before the signal is
-/// taken, so a process signalled may still fork until it is seen stopped.
+/// Freezes every target, then kills them and the groups themselves.
+///
+/// The freeze is done when a pass over the table finds no new target and every target was
+/// confirmed stopped *before that pass began listing the table*, every thread of it (a thread
+/// may finish a fork after its leader shows stopped). Confirmed after the listing began is not
+/// enough: a process the signal stopped just after finishing a fork has a child the listing
+/// may have missed. kill(2) returns before the signal is taken, so each process signalled is
+/// waited for (by its own /proc entries, cheaper than the table), then the table is read once
+/// more. A process that cannot be signalled (another user's: EPERM) is not waited for.
 pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
     if leaders.is_empty() {
         return;
     }
-    // The waits for "seen stopped" share one bound; the passes that find new targets do not.
     let deadline = Instant::now() + FREEZE_WAIT;
-    let mut stopped: HashSet<libc::pid_t> = HashSet::new();
-    let mut passes = 0;
-    loop {
+    let mut signalled: HashSet<libc::pid_t> = HashSet::new();
+    let mut unfreezable: HashSet<libc::pid_t> = HashSet::new();
+    let mut confirmed: HashSet<libc::pid_t> = HashSet::new();
+    for _ in 0..FREEZE_PASSES {
+        let confirmed_before = confirmed.clone();
         let table = proc_table::processes();
-        let found = targets_in(&table, leaders);
-        let mut signalled = Vec::new();
+        let found = targets_in(&table, leaders, &signalled);
+        let mut fresh = Vec::new();
         for process in &found {
-            if stopped.insert(process.pid) {
-                // SAFETY: plain kill(2) of a process found in one of the registered groups.
-                unsafe { libc::kill(process.pid, libc::SIGSTOP) };
-                signalled.push(process.pid);
+            let pid = process.pid;
+            if signalled.contains(&pid) || unfreezable.contains(&pid) {
+                continue;
+            }
+            // SAFETY: plain kill(2) of a process found in one of the registered groups.
+            if unsafe { libc::kill(pid, libc::SIGSTOP) } == 0 {
+                signalled.insert(pid);
+                fresh.push(pid);
+            } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                confirmed.insert(pid); // gone
+            } else {
+                unfreezable.insert(pid);
             }
         }
-        if signalled.is_empty() {
-            let running: Vec<libc::pid_t> =
-                found.iter().filter(|p| !p.stopped).map(|p| p.pid).collect();
-            if running.is_empty() || !wait_stopped(&running, deadline) {
-                break;
-            }
-        } else {
-            passes += 1;
-            if passes >= FREEZE_PASSES {
-                break;
-            }
-            // Then a pass for what they forked before they stopped (their parents are frozen,
-            // so it is still theirs by parent links); by its end they have mostly stopped, and
-            // those that have not are waited for above.
+        if fresh.is_empty()
+            && found
+                .iter()
+                .all(|p| confirmed_before.contains(&p.pid) || unfreezable.contains(&p.pid))
+        {
+            break;
+        }
+        // Those not yet confirmed (the fresh ones, and any seen running): then another pass.
+        let pending: Vec<libc::pid_t> = found
+            .iter()
+            .map(|p| p.pid)
+            .filter(|pid| signalled.contains(pid) && !confirmed.contains(pid))
+            .collect();
+        if !wait_stopped(&pending, deadline, &mut confirmed) && fresh.is_empty() {
+            break; // the deadline, and nothing new: kill them as they are
         }
     }
     for &leader in leaders {
         // SAFETY: plain kill(2) of a registered group.
         unsafe { libc::kill(-leader, libc::SIGKILL) };
     }
-    for pid in stopped {
+    for pid in signalled.into_iter().chain(unfreezable) {
         // SAFETY: as above, processes frozen a moment ago (so their pids are still theirs).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
 
-/// Waits until each of `pids` is stopped or gone, reading only their own entries (cheaper than
-/// a pass over the table); false when `deadline` came first.
-fn wait_stopped(pids: &[libc::pid_t], deadline: Instant) -> bool {
+/// Waits until each of `pids` is confirmed stopped (every thread) or gone, reading only their
+/// own entries, and notes each in `confirmed`; false when `deadline` came first.
+fn wait_stopped(
+    pids: &[libc::pid_t],
+    deadline: Instant,
+    confirmed: &mut HashSet<libc::pid_t>,
+) -> bool {
     loop {
-        let settled = pids
-            .iter()
-            .all(|&pid| proc_table::process(pid).is_none_or(|p| p.exited || p.stopped));
-        if settled {
+        for &pid in pids {
+            if !confirmed.contains(&pid) && proc_table::frozen(pid) {
+                confirmed.insert(pid);
+            }
+        }
+        if pids.iter().all(|pid| confirmed.contains(pid)) {
             return true;
         }
         if Instant::now() >= deadline {
@@ -135,21 +167,24 @@ pub(crate) mod flood {
         )
     }
 
-    /// A shell that starts 1000 `setsid sleep <tag>`s one after the other, as fast as it can
-    /// (bounded, so a missed kill cannot fill the machine), and prints a line after the 20th: the
-    /// flood is on when its reader kills.
+    /// A shell whose child leaves the group and session (setsid), then starts 1000 `setsid
+    /// sleep <tag>`s one after the other, as fast as it can (bounded, so a missed kill cannot
+    /// fill the machine), and prints a line after the 20th: the flood is on when its reader
+    /// kills. Nothing of the flood is in the leader's group or session, so only the walk of
+    /// parent links, and the freeze that keeps those links, can reach a child forked in flight.
     pub(crate) fn fork_race_script(tag: &str) -> String {
         format!(
-            "i=0; while [ $i -lt 1000 ]; do setsid sleep {tag} & i=$((i+1)); \
-             [ $i = 20 ] && echo 0; done; wait"
+            "setsid sh -c 'i=0; while [ $i -lt 1000 ]; do setsid sleep {tag} & i=$((i+1)); \
+             [ $i = 20 ] && echo 0; done; wait' & wait"
         )
     }
 
-    /// Every process whose command line is `sleep <tag>`, waited for up to 2 s to be gone; the
-    /// survivors are killed (so a failure leaves nothing behind) and named in the failure.
+    /// Every process whose command line holds `<tag>` (the flood's shells and sleeps), waited
+    /// for up to 2 s to be gone, and looked for once more 50 ms later; the survivors are killed
+    /// (so a failure leaves nothing behind) and named in the failure.
     pub(crate) fn assert_none_left(tag: &str) {
         use std::time::{Duration, Instant};
-        let wanted = format!("sleep\0{tag}\0").into_bytes();
+        let wanted = tag.as_bytes();
         let find = || -> Vec<libc::pid_t> {
             let Ok(dir) = std::fs::read_dir("/proc") else {
                 return Vec::new();
@@ -157,7 +192,8 @@ pub(crate) mod flood {
             dir.flatten()
                 .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
                 .filter(|&pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted)
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.windows(wanted.len()).any(|w| w == wanted))
                         && proc_table::process(pid).is_some_and(|p| !p.exited)
                 })
                 .collect()
@@ -166,6 +202,10 @@ pub(crate) mod flood {
         let mut left = find();
         while !left.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
+            left = find();
+        }
+        if left.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
             left = find();
         }
         for &pid in &left {

@@ -66,6 +66,32 @@ pub fn process(pid: libc::pid_t) -> Option<Proc> {
     })
 }
 
+/// Whether `pid` is gone, a zombie, or stopped in every one of its threads (Linux: each
+/// `/proc/PID/task/TID/stat`; the process's own line shows its main thread only, and another
+/// thread may still be finishing a fork). A thread that ends meanwhile counts as stopped.
+#[cfg(not(target_os = "macos"))]
+pub fn frozen(pid: libc::pid_t) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true; // gone
+    };
+    tasks.flatten().all(|task| {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            return true;
+        };
+        std::fs::read(format!("/proc/{pid}/task/{tid}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat(tid, &stat))
+            .is_none_or(|t| t.stopped || t.exited)
+    })
+}
+
+/// Whether `pid` is gone, a zombie, or stopped (macOS: the process's status; libproc shows no
+/// thread's own).
+#[cfg(target_os = "macos")]
+pub fn frozen(pid: libc::pid_t) -> bool {
+    process(pid).is_none_or(|p| p.stopped || p.exited)
+}
+
 /// Every process the table lists (none where there is no /proc); one that exits during the
 /// walk is left out.
 pub fn processes() -> Vec<Proc> {
