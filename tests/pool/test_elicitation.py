@@ -101,6 +101,11 @@ def test_an_on_elicitation_the_pool_would_never_ask_is_refused(tmp_path: Path) -
         with pytest.raises(ValueError, match="make the pool with elicitation=True"):
             pool.claim(observer=Asking("x"))
         assert pool.stats().claims == 0  # refused before anything was claimed
+        # An observer whose on_elicitation is None has none, as a client reads it.
+        quiet = Recorder()
+        quiet.on_elicitation = None  # type: ignore[attr-defined]
+        client = pool.claim(observer=quiet)
+        pool.release(client)
 
 
 def test_an_elicitation_before_any_claim_is_declined() -> None:

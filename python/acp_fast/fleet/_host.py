@@ -239,15 +239,20 @@ class Host:
                         errno.ENOENT, "the task's cwd does not exist or is not a directory", cwd
                     )
                 async with pool.session(cwd, observer=journal) as session:
-                    if self._claimed(key, session._client):
-                        session._client.close()
-                    modes = session.modes
-                    ask = ask_mode_to_set(
-                        self.spec.profile, modes.current, [m.id for m in modes.available]
-                    )
-                    if ask is not None:  # as from_spec does for a fresh client
-                        await session.set_mode(ask)
-                    await self._turns(session, prompts, out, session._client.pid)
+                    try:
+                        if self._claimed(key, session._client):
+                            session._client.close()
+                        modes = session.modes
+                        ask = ask_mode_to_set(
+                            self.spec.profile, modes.current, [m.id for m in modes.available]
+                        )
+                        if ask is not None:  # as from_spec does for a fresh client
+                            await session.set_mode(ask)
+                        await self._turns(session, prompts, out, session._client.pid)
+                    finally:
+                        # Before the block gives the client back to the pool (reuse=True):
+                        # a cancel after this must not reach the next attempt's agent.
+                        self._unclaimed(key)
             else:
                 # The spec's environment and profile (each session asks the host).
                 client = _async.AsyncClient.from_spec(self.spec, cwd=cwd, observer=journal)
@@ -299,18 +304,28 @@ class Host:
         # group): the record is made by whichever comes first. An attempt the driver knows
         # has finished and this process never saw ran in the host's previous life (Ray
         # restarted it): what it recorded is in its journal only.
-        key = (task_id, attempt)
-        with self._lock:
-            journal = self.forgotten.get(key)
-            never_began = key not in self.began
-        if journal is not None:
+        found = self._record_for_read((task_id, attempt), finished)
+        if isinstance(found, str):
             raise LookupError(
                 f"task {task_id!r} attempt {attempt} finished long ago and its updates are no "
-                f"longer in the host's memory: read its journal {journal}"
+                f"longer in the host's memory: read its journal {found}"
             )
-        if finished and never_began:
+        if found is None:
             return b"", b"", True
-        return await self._record(key).read(from_seq)
+        return await found.read(from_seq)
+
+    def _record_for_read(self, key: tuple[str, int], finished: bool) -> Record | str | None:
+        """The attempt's record for a stream, made if need be; its journal's path when the
+        record was dropped; None when the attempt ended in the host's previous life. One look
+        under the lock: a record dropped between a check and a get would be made again, empty
+        and never finished, and its stream would wait forever."""
+        with self._lock:
+            journal = self.forgotten.get(key)
+            if journal is not None:
+                return journal
+            if finished and key not in self.began:
+                return None
+            return self._record_locked(key)
 
     def _forget_old(self, done: tuple[str, int], journal_path: str) -> None:
         """Keeps the records of finished attempts within FINISHED_RETAINED bytes, dropping the
@@ -329,10 +344,13 @@ class Host:
     def _record(self, key: tuple[str, int]) -> Record:
         """The attempt's record, made by whichever of run_task and read asks first."""
         with self._lock:
-            record = self.records.get(key)
-            if record is None:
-                record = self.records[key] = Record()
-            return record
+            return self._record_locked(key)
+
+    def _record_locked(self, key: tuple[str, int]) -> Record:
+        record = self.records.get(key)
+        if record is None:
+            record = self.records[key] = Record()
+        return record
 
     def _begin(self, key: tuple[str, int]) -> Record:
         record = self._record(key)
@@ -349,6 +367,10 @@ class Host:
         with self._lock:
             self.clients[key] = client
             return key in self.cancelled or self.closed
+
+    def _unclaimed(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            self.clients.pop(key, None)
 
     def _released(self, key: tuple[str, int], began: float) -> None:
         with self._lock:
@@ -394,7 +416,9 @@ class Host:
                 # Not claimed yet: run_task closes it as it registers it (`_claimed`).
                 self.cancelled.add(key)
                 return False
-        client.close()
+            # Closed under the lock: run_task takes the client off `clients` under it before
+            # a pool gets it back, so this close never reaches another attempt's agent.
+            client.close()
         return True
 
     async def shutdown(self) -> None:

@@ -202,7 +202,8 @@ def _check_elicitation(claim_observers: bool, elicitation: bool, observer: objec
             "spare has client_options' observer, and its on_elicitation (if any) already "
             "decides whether the spares advertise elicitation"
         )
-    if claim_observers and not elicitation and hasattr(observer, "on_elicitation"):
+    asks = getattr(observer, "on_elicitation", None) is not None  # as a client reads it
+    if claim_observers and not elicitation and asks:
         raise ValueError(
             "client_options' observer has on_elicitation, but the spares' relays do not "
             "advertise elicitation unless the pool is made with elicitation=True"
@@ -331,7 +332,7 @@ class State:
             )
         from ._relay import check_target
 
-        if not self.options.elicitation and hasattr(observer, "on_elicitation"):
+        if not self.options.elicitation and getattr(observer, "on_elicitation", None) is not None:
             raise ValueError(
                 "this claim's observer has on_elicitation, but the pool's agents were started "
                 "without advertising elicitation (it is fixed at their handshake, before any "
