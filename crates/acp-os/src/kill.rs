@@ -19,18 +19,17 @@ use crate::proc_table::{self, Proc};
 pub fn targets(leaders: &[libc::pid_t]) -> Vec<libc::pid_t> {
     targets_in(&proc_table::processes(), leaders, &HashSet::new())
         .into_iter()
-        .map(|p| p.pid)
         .collect()
 }
 
 /// The targets in `table`; `frozen` (processes already signalled) are roots too, so that what
 /// one of them forked is still found after it left the group and session (setsid) with a
 /// parent that had exited.
-fn targets_in<'t>(
-    table: &'t [Proc],
+fn targets_in(
+    table: &[Proc],
     leaders: &[libc::pid_t],
     frozen: &HashSet<libc::pid_t>,
-) -> Vec<&'t Proc> {
+) -> HashSet<libc::pid_t> {
     let me = std::process::id() as libc::pid_t;
     let live: Vec<Proc> = table
         .iter()
@@ -49,10 +48,7 @@ fn targets_in<'t>(
         .map(|p| p.pid)
         .collect();
     found.extend(proc_table::descendants_in(&live, &found));
-    table
-        .iter()
-        .filter(|p| !p.exited && p.pid != me && found.contains(&p.pid))
-        .collect()
+    found
 }
 
 /// How long the freeze waits, all told, for the processes it signalled to be seen stopped (a
@@ -86,8 +82,7 @@ pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
         let table = proc_table::processes();
         let found = targets_in(&table, leaders, &signalled);
         let mut fresh = Vec::new();
-        for process in &found {
-            let pid = process.pid;
+        for &pid in &found {
             if signalled.contains(&pid) || unfreezable.contains(&pid) {
                 continue;
             }
@@ -104,14 +99,13 @@ pub fn freeze_then_kill(leaders: &[libc::pid_t]) {
         if fresh.is_empty()
             && found
                 .iter()
-                .all(|p| confirmed_before.contains(&p.pid) || unfreezable.contains(&p.pid))
+                .all(|pid| confirmed_before.contains(pid) || unfreezable.contains(pid))
         {
             break;
         }
         // Those not yet confirmed (the fresh ones, and any seen running): then another pass.
         let pending: Vec<libc::pid_t> = found
-            .iter()
-            .map(|p| p.pid)
+            .into_iter()
             .filter(|pid| signalled.contains(pid) && !confirmed.contains(pid))
             .collect();
         if !wait_stopped(&pending, deadline, &mut confirmed) && fresh.is_empty() {
