@@ -353,13 +353,12 @@ class Host:
         return record
 
     def _begin(self, key: tuple[str, int]) -> Record:
-        record = self._record(key)
         with self._lock:
             self.began.add(key)
             self.live.add(key)
             self.running += 1
             self.started += 1
-        return record
+            return self._record_locked(key)
 
     def _claimed(self, key: tuple[str, int], client: Any) -> bool:
         """Registers the attempt's client (for cancel, stats, shutdown); True when the attempt

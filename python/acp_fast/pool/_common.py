@@ -202,8 +202,9 @@ def _check_elicitation(claim_observers: bool, elicitation: bool, observer: objec
             "spare has client_options' observer, and its on_elicitation (if any) already "
             "decides whether the spares advertise elicitation"
         )
-    asks = getattr(observer, "on_elicitation", None) is not None  # as a client reads it
-    if claim_observers and not elicitation and asks:
+    from ._relay import elicits
+
+    if claim_observers and not elicitation and elicits(observer):
         raise ValueError(
             "client_options' observer has on_elicitation, but the spares' relays do not "
             "advertise elicitation unless the pool is made with elicitation=True"
@@ -330,9 +331,9 @@ class State:
                 "this pool's spares share client_options' observer: make the pool with "
                 "claim_observers=True to attach an observer per claim"
             )
-        from ._relay import check_target
+        from ._relay import check_target, elicits
 
-        if not self.options.elicitation and getattr(observer, "on_elicitation", None) is not None:
+        if not self.options.elicitation and elicits(observer):
             raise ValueError(
                 "this claim's observer has on_elicitation, but the pool's agents were started "
                 "without advertising elicitation (it is fixed at their handshake, before any "

@@ -151,6 +151,11 @@ class Relay:
         return hold
 
 
+def elicits(observer: object) -> bool:
+    """Whether a client would ask `observer`'s ``on_elicitation`` (one set to None is none)."""
+    return getattr(observer, "on_elicitation", None) is not None
+
+
 class ElicitingRelay(Relay):
     """A relay whose client advertises elicitation (a pool made with ``elicitation=True``): the
     client reads ``on_elicitation`` once, when it is made, so only this class has one. Each
